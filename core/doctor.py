@@ -1,0 +1,180 @@
+"""Reconciliation of the ledger with git (and, once the runtime exists, tmux).
+
+Reports what disagrees: tasks whose worktree or branch is missing, worktrees in an area that no
+task owns (shown as unowned, never deleted), changes interrupted by a crash. With `fix`, it
+finishes or undoes only what exactly matches the intent recorded in the ledger; anything it cannot
+prove is laneboard's is reported and left alone.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from core import procs
+from core.errors import LaneboardError
+from core.git import WorktreeEntry, worktree_list
+from core.ledger import Ledger
+from core.models import Actor, Task, TaskState
+from core.provision import finish, lock_reason, rollback
+from core.repo import RepoContext
+from core.verify import verify_worktree
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One disagreement between the ledger and the world.
+
+    `kind` is a stable identifier (documented in docs/cli.md); `fixed` says what `--fix` did.
+    """
+
+    kind: str
+    detail: str
+    task: str | None = None
+    task_id: str | None = None
+    fixed: str | None = None
+
+
+def _by_path(entries: list[WorktreeEntry]) -> dict[str, WorktreeEntry]:
+    return {os.path.realpath(e.path): e for e in entries}
+
+
+def diagnose(ctx: RepoContext, ledger: Ledger, *, fix: bool, actor: Actor) -> list[Finding]:
+    """Every finding for one repo, fixing what `fix` allows as it goes."""
+    findings: list[Finding] = []
+    entries = _by_path(worktree_list(ctx.root))
+    tasks = ledger.tasks(ctx.repo.id)
+    live_paths = {os.path.realpath(t.worktree_path) for t in tasks if t.live}
+
+    for task in tasks:
+        if task.state is TaskState.PROVISIONING:
+            findings.append(_interrupted_provisioning(ctx, ledger, task, entries, fix, actor))
+        elif task.live:
+            findings.extend(_live_task(ctx, task, entries))
+        elif os.path.realpath(task.worktree_path) in entries and task.worktree_created_by_us:
+            if os.path.realpath(task.worktree_path) not in live_paths:
+                findings.append(
+                    Finding(
+                        "leftover-worktree",
+                        f"{task.state.value} task still has its worktree at {task.worktree_path}",
+                        task.name,
+                        task.id,
+                    )
+                )
+
+    areas = {Path(t.area) for t in tasks} | {ctx.area}
+    for path, entry in entries.items():
+        if path in live_paths:
+            continue
+        if any(Path(os.path.realpath(a)) in Path(path).parents for a in areas):
+            owner = next((t for t in tasks if os.path.realpath(t.worktree_path) == path), None)
+            if owner is not None and not owner.live:
+                continue  # reported above as leftover
+            findings.append(
+                Finding(
+                    "unowned-worktree",
+                    f"{entry.path} is a worktree in the area that no live task owns; left alone",
+                )
+            )
+    for area in areas:
+        if not area.is_dir():
+            continue
+        for child in sorted(area.iterdir()):
+            real = os.path.realpath(child)
+            if real not in entries and real not in live_paths:
+                findings.append(
+                    Finding(
+                        "unregistered-dir",
+                        f"{child} is in the worktree area but is not a worktree git knows; "
+                        "left alone",
+                    )
+                )
+    return findings
+
+
+def _live_task(ctx: RepoContext, task: Task, entries: dict[str, WorktreeEntry]) -> list[Finding]:
+    found: list[Finding] = []
+    path = os.path.realpath(task.worktree_path)
+    if path not in entries:
+        found.append(
+            Finding(
+                "missing-worktree",
+                f"git has no worktree at {task.worktree_path}",
+                task.name,
+                task.id,
+            )
+        )
+    else:
+        verdict = verify_worktree(
+            Path(task.worktree_path),
+            area=Path(task.area),
+            common_dir=ctx.common_dir,
+            admin_name=task.admin_name,
+            identity=task.identity,
+        )
+        if not verdict.ok:
+            found.append(Finding("verification-failed", str(verdict), task.name, task.id))
+    if ctx.git.branch_tip(task.branch) is None:
+        found.append(
+            Finding("missing-branch", f"branch {task.branch} does not exist", task.name, task.id)
+        )
+    return found
+
+
+def _interrupted_provisioning(
+    ctx: RepoContext,
+    ledger: Ledger,
+    task: Task,
+    entries: dict[str, WorktreeEntry],
+    fix: bool,
+    actor: Actor,
+) -> Finding:
+    if task.owner_pid is not None and procs.alive(task.owner_pid, task.owner_start):
+        return Finding(
+            "provisioning-in-progress",
+            f"process {task.owner_pid} is still provisioning it",
+            task.name,
+            task.id,
+        )
+    entry = entries.get(os.path.realpath(task.worktree_path))
+    ours = entry is not None and (
+        task.worktree_created_by_us or entry.locked == lock_reason(task.id)
+    )
+    if ours and entry is not None and entry.branch == task.branch:
+        detail = "provisioning was interrupted after the worktree was created; --fix finishes it"
+        if not fix:
+            return Finding("interrupted-provisioning", detail, task.name, task.id)
+        if not task.worktree_created_by_us:
+            # The lock carries this task's id and `worktree add -b` refuses an existing branch,
+            # so both the worktree and the branch were created by this task.
+            task = ledger.update_task(
+                task.id,
+                actor=actor,
+                kind="worktree.created",
+                data={"path": task.worktree_path, "branch": task.branch, "tip": task.base_sha,
+                      "recovered": True},
+                branch_created_by_us=True,
+                worktree_created_by_us=True,
+                branch_tip_at_creation=task.base_sha,
+            )
+        try:
+            finish(ctx, ledger, task, actor, setup_is_ours=False)
+        except LaneboardError as err:
+            return Finding("interrupted-provisioning", detail, task.name, task.id, fixed=str(err))
+        return Finding("interrupted-provisioning", detail, task.name, task.id, fixed="finished")
+
+    leftovers: list[str] = []
+    if entry is not None:
+        leftovers.append(f"a worktree at {entry.path} that laneboard cannot prove it created")
+    elif os.path.lexists(task.worktree_path):
+        leftovers.append(f"a directory at {task.worktree_path} that is not a worktree")
+    if ctx.git.branch_tip(task.branch) is not None and not task.branch_created_by_us:
+        leftovers.append(f"branch {task.branch} that laneboard cannot prove it created")
+    detail = "provisioning was interrupted before the worktree was created"
+    if leftovers:
+        detail += "; found " + " and ".join(leftovers) + ", left alone"
+    if not fix:
+        return Finding("interrupted-provisioning", detail + "; --fix marks it failed", task.name, task.id)
+    rollback(ctx, ledger, task, reason="interrupted: " + detail, actor=actor, force=False)
+    return Finding("interrupted-provisioning", detail, task.name, task.id, fixed="marked failed")

@@ -1,0 +1,371 @@
+"""The git adapter: pygit2 for reads of refs and history, the git CLI for worktrees and status.
+
+`git worktree add/remove/lock/list` and `git status` run as argv lists (never a shell) in a
+controlled environment: no pager, no prompt, C locale, none of the caller's `GIT_DIR`-style
+variables (an agent hook may run laneboard with them set), and `GIT_OPTIONAL_LOCKS=0` for reads so
+a status never takes the index lock from under an agent. pygit2's own status is not used: it holds
+the GIL for its whole run (DESIGN.md section 12).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import pygit2
+
+from core.errors import GitError
+
+_SCRUBBED = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+    "GIT_PREFIX",
+    "GIT_QUARANTINE_PATH",
+)
+
+
+def git_env(*, read: bool, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment every git process runs with."""
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+    env.update(
+        GIT_PAGER="cat",
+        PAGER="cat",
+        GIT_TERMINAL_PROMPT="0",
+        GIT_ASKPASS="",
+        SSH_ASKPASS="",
+        LC_ALL="C",
+        LANGUAGE="C",
+        GIT_EDITOR=":",
+    )
+    if read:
+        env["GIT_OPTIONAL_LOCKS"] = "0"
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run_git(
+    args: Sequence[str],
+    *,
+    cwd: Path | str,
+    read: bool = True,
+    check: bool = True,
+    env: dict[str, str] | None = None,
+    input: bytes | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run `git <args>` in `cwd`. With `check`, a non-zero exit raises `GitError` carrying git's
+    first line of stderr."""
+    try:
+        result = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            env=git_env(read=read, extra=env),
+            input=input,
+            capture_output=True,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise GitError("git is not installed or not on PATH") from None
+    if check and result.returncode != 0:
+        raise GitError(f"git {args[0]} failed: {first_line(result.stderr)}")
+    return result
+
+
+def first_line(raw: bytes) -> str:
+    lines = [line.strip() for line in raw.decode(errors="replace").splitlines() if line.strip()]
+    return lines[0] if lines else "(no message)"
+
+
+# --- repository discovery ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RepoPaths:
+    """Where a repository lives: its common git dir and its root (primary checkout)."""
+
+    common_dir: Path
+    root: Path
+
+    @property
+    def name(self) -> str:
+        return self.root.name
+
+
+def discover(path: Path) -> RepoPaths:
+    """The repository containing `path` (its root or any of its worktrees).
+
+    Refuses a bare repository: laneboard needs a root checkout it can leave untouched.
+    """
+    try:
+        found = pygit2.discover_repository(str(path))
+    except pygit2.GitError as err:
+        raise GitError(f"{path}: cannot read a git repository here: {err}") from None
+    if found is None:
+        raise GitError(f"{path} is not inside a git repository")
+    gitdir = Path(found)
+    commondir_file = gitdir / "commondir"
+    if commondir_file.is_file():
+        common = (gitdir / commondir_file.read_text().strip()).resolve()
+    else:
+        common = gitdir.resolve()
+    try:
+        repo = pygit2.Repository(str(common))
+    except pygit2.GitError as err:
+        raise GitError(f"{common}: cannot open the repository: {err}") from None
+    if repo.is_bare or repo.workdir is None:
+        raise GitError(f"{common} is a bare repository; laneboard needs a checkout")
+    return RepoPaths(common_dir=common, root=Path(repo.workdir).resolve())
+
+
+# --- reads with pygit2 ------------------------------------------------------------------
+
+
+class GitRepo:
+    """Reads of one repository's refs and history through pygit2 (object database and refs are
+    shared by all worktrees, so one handle on the common dir serves every task)."""
+
+    def __init__(self, paths: RepoPaths) -> None:
+        self.paths = paths
+
+    @cached_property
+    def _repo(self) -> pygit2.Repository:
+        return pygit2.Repository(str(self.paths.common_dir))
+
+    def refresh(self) -> None:
+        """Forget cached state so the next read sees refs written by other processes."""
+        self.__dict__.pop("_repo", None)
+
+    def resolve_commit(self, ref: str) -> str:
+        """The commit SHA `ref` names right now (a branch, tag, SHA or expression)."""
+        try:
+            obj = self._repo.revparse_single(ref)
+            commit = obj.peel(pygit2.Commit)
+        except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+            raise GitError(f"{ref!r} does not name a commit in {self.paths.root}") from None
+        return str(commit.id)
+
+    def ref_target(self, refname: str) -> str | None:
+        """The SHA a ref points at (peeled through symbolic refs), or None when it is absent."""
+        try:
+            ref = self._repo.references.get(refname)
+        except (pygit2.GitError, ValueError):
+            return None
+        if ref is None:
+            return None
+        return str(ref.resolve().target)
+
+    def branch_tip(self, branch: str) -> str | None:
+        return self.ref_target(f"refs/heads/{branch}")
+
+    def head_of_root(self) -> str | None:
+        try:
+            return str(self._repo.head.target)
+        except pygit2.GitError:
+            return None
+
+    def refs(self) -> dict[str, str]:
+        """Every ref (name → SHA) that points, directly or symbolically, at an object."""
+        result: dict[str, str] = {}
+        for name in self._repo.references:
+            target = self.ref_target(name)
+            if target is not None:
+                result[name] = target
+        return result
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        found = self._repo.merge_base(a, b)
+        return str(found) if found else None
+
+    def ahead_behind(self, local: str, upstream: str) -> tuple[int, int]:
+        ahead, behind = self._repo.ahead_behind(local, upstream)
+        return int(ahead), int(behind)
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        return ancestor == descendant or bool(self._repo.descendant_of(descendant, ancestor))
+
+    def reachable_from_any(self, sha: str, tips: Iterable[str]) -> bool:
+        """True when `sha` is one of `tips` or an ancestor of one."""
+        return any(self.is_ancestor(sha, tip) for tip in set(tips))
+
+    def has_commit(self, sha: str) -> bool:
+        try:
+            return isinstance(self._repo.get(sha), pygit2.Commit)
+        except (ValueError, pygit2.GitError):
+            return False
+
+
+# --- worktrees with the git CLI ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorktreeEntry:
+    """One record of `git worktree list --porcelain -z`."""
+
+    path: str
+    head: str | None
+    branch: str | None
+    detached: bool = False
+    bare: bool = False
+    locked: str | None = None
+    prunable: str | None = None
+
+
+def worktree_list(root: Path) -> list[WorktreeEntry]:
+    """Every worktree git has registered for the repo, the primary checkout first."""
+    out = run_git(["worktree", "list", "--porcelain", "-z"], cwd=root).stdout.decode(
+        errors="surrogateescape"
+    )
+    entries: list[WorktreeEntry] = []
+    current: dict[str, str | None] = {}
+
+    def flush() -> None:
+        if "worktree" in current:
+            branch = current.get("branch")
+            entries.append(
+                WorktreeEntry(
+                    path=str(current["worktree"]),
+                    head=current.get("HEAD"),
+                    branch=branch.removeprefix("refs/heads/") if branch else None,
+                    detached="detached" in current,
+                    bare="bare" in current,
+                    locked=current.get("locked"),
+                    prunable=current.get("prunable"),
+                )
+            )
+        current.clear()
+
+    for item in out.split("\0"):
+        if not item:
+            flush()
+            continue
+        key, _, value = item.partition(" ")
+        current[key] = value
+    flush()
+    return entries
+
+
+def worktree_add(root: Path, path: Path, branch: str, sha: str, lock_reason: str) -> None:
+    """Create `branch` at `sha` and a worktree for it at `path`, locked with `lock_reason`.
+
+    `-b` (never `-B`) makes git refuse an existing branch; the lock marks the worktree as still
+    being created until provisioning unlocks it.
+    """
+    run_git(
+        ["worktree", "add", "--lock", "--reason", lock_reason, "-b", branch, str(path), sha],
+        cwd=root,
+        read=False,
+    )
+
+
+def worktree_unlock(root: Path, path: Path) -> None:
+    run_git(["worktree", "unlock", str(path)], cwd=root, read=False)
+
+
+def worktree_remove(root: Path, path: Path, *, force: bool) -> None:
+    """Remove one worktree by path. Callers must have checked every blocker first (the cleanup
+    policy): `force` only lets git delete files that the policy already judged rebuildable."""
+    args = ["worktree", "remove"]
+    if force:
+        args += ["--force", "--force"]  # twice: also a locked worktree (the lock was ours)
+    run_git([*args, str(path)], cwd=root, read=False)
+
+
+def delete_ref_if(root: Path, refname: str, expected_sha: str) -> bool:
+    """Delete `refname` only if it still points at `expected_sha` (compare-and-swap).
+
+    Returns False, deleting nothing, when the ref moved or is gone.
+    """
+    result = run_git(
+        ["update-ref", "-d", refname, expected_sha], cwd=root, read=False, check=False
+    )
+    return result.returncode == 0
+
+
+def update_ref(root: Path, refname: str, new_sha: str, old_sha: str | None = None) -> None:
+    """Set `refname` to `new_sha`; with `old_sha` only if it still points there ("" = absent)."""
+    args = ["update-ref", refname, new_sha]
+    if old_sha is not None:
+        args.append(old_sha or "0" * 40)
+    run_git(args, cwd=root, read=False)
+
+
+# --- status with the git CLI -------------------------------------------------------------
+
+
+@dataclass
+class StatusFacts:
+    """One worktree's `git status --porcelain=v2`, ignoring nothing the user's config might hide."""
+
+    head: str | None = None
+    branch: str | None = None
+    staged: list[str] = field(default_factory=list)
+    unstaged: list[str] = field(default_factory=list)
+    conflicted: list[str] = field(default_factory=list)
+    untracked: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+    submodules: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not (self.staged or self.unstaged or self.conflicted or self.untracked)
+
+
+def status(worktree: Path, *, ignored: bool = False) -> StatusFacts:
+    """Status of `worktree`. Untracked files are listed one by one whatever
+    `status.showUntrackedFiles` says; with `ignored`, ignored paths are listed as git matches them
+    (a whole ignored directory as one `dir/` entry)."""
+    args = [
+        "status",
+        "--porcelain=v2",
+        "-z",
+        "--branch",
+        "--untracked-files=all",
+        f"--ignored={'matching' if ignored else 'no'}",
+        "--ignore-submodules=none",
+    ]
+    raw = run_git(args, cwd=worktree).stdout.decode(errors="surrogateescape")
+    return parse_status(raw)
+
+
+def parse_status(raw: str) -> StatusFacts:
+    """Parse `git status --porcelain=v2 -z --branch` output."""
+    facts = StatusFacts()
+    items = iter(raw.split("\0"))
+    for item in items:
+        if not item:
+            continue
+        kind = item[0]
+        if kind == "#":
+            _, key, *rest = item.split(" ")
+            value = " ".join(rest)
+            if key == "branch.oid" and value != "(initial)":
+                facts.head = value
+            elif key == "branch.head" and value != "(detached)":
+                facts.branch = value
+        elif kind in "12":
+            parts = item.split(" ", 9 if kind == "2" else 8)
+            xy, sub, path = parts[1], parts[2], parts[-1]
+            if kind == "2":
+                next(items, None)  # the rename's original path
+            if xy[0] != ".":
+                facts.staged.append(path)
+            if xy[1] != ".":
+                facts.unstaged.append(path)
+            if sub.startswith("S"):
+                facts.submodules.append(path)
+        elif kind == "u":
+            facts.conflicted.append(item.split(" ", 10)[-1])
+        elif kind == "?":
+            facts.untracked.append(item[2:])
+        elif kind == "!":
+            facts.ignored.append(item[2:])
+    return facts

@@ -1,0 +1,392 @@
+"""The ledger: one SQLite file of repos, tasks, ownership facts, leases and the event journal.
+
+Owns every read and write of that file. Shared by every laneboard process at once (TUI, CLI,
+`exec`, hooks), so each change is one `BEGIN IMMEDIATE` transaction; never a read-modify-write
+outside one. Nothing is deleted: triggers make the journal append-only and forbid deleting tasks.
+Schema changes are numbered migrations; a ledger from a newer laneboard is refused, not guessed at.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from core.errors import LaneboardError, LedgerError
+from core.lifecycle import DISPOSITION_OF, check_transition
+from core.models import Actor, Event, Identity, Repo, Task, TaskState
+
+LEDGER_NAME = "ledger.sqlite3"
+BUSY_TIMEOUT_MS = 30_000
+
+MIGRATIONS: Sequence[str] = (
+    # 1: repos, tasks, the journal, leases.
+    """
+    CREATE TABLE repos (
+        id INTEGER PRIMARY KEY,
+        common_dir TEXT NOT NULL UNIQUE,
+        root TEXT NOT NULL,
+        name TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE TABLE tasks (
+        id TEXT PRIMARY KEY,
+        repo_id INTEGER NOT NULL REFERENCES repos(id),
+        name TEXT NOT NULL,
+        state TEXT NOT NULL,
+        base_ref TEXT NOT NULL,
+        base_sha TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        branch_created_by_us INTEGER NOT NULL DEFAULT 0,
+        branch_tip_at_creation TEXT,
+        area TEXT NOT NULL,
+        worktree_path TEXT NOT NULL,
+        admin_name TEXT,
+        worktree_created_by_us INTEGER NOT NULL DEFAULT 0,
+        dir_dev INTEGER, dir_ino INTEGER, gitfile_dev INTEGER, gitfile_ino INTEGER,
+        agent_profile TEXT,
+        agent_argv TEXT,
+        tmux_socket TEXT, tmux_session TEXT, tmux_window TEXT, tmux_pane TEXT,
+        reviewed_sha TEXT,
+        finalized_sha TEXT,
+        disposition TEXT,
+        retired_at REAL,
+        owner_pid INTEGER,
+        owner_start INTEGER,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE UNIQUE INDEX tasks_live_name ON tasks(repo_id, name) WHERE retired_at IS NULL;
+    CREATE INDEX tasks_by_repo ON tasks(repo_id, created_at);
+    CREATE TRIGGER tasks_never_deleted BEFORE DELETE ON tasks
+        BEGIN SELECT RAISE(ABORT, 'tasks are never deleted'); END;
+    CREATE TABLE events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id TEXT REFERENCES tasks(id),
+        repo_id INTEGER REFERENCES repos(id),
+        at REAL NOT NULL,
+        kind TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        data TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX events_by_task ON events(task_id, seq);
+    CREATE TRIGGER events_append_only_update BEFORE UPDATE ON events
+        BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END;
+    CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
+        BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END;
+    CREATE TABLE leases (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        repo_id INTEGER NOT NULL REFERENCES repos(id),
+        lane TEXT REFERENCES tasks(id),
+        kind TEXT NOT NULL,
+        state TEXT NOT NULL,
+        holder_pid INTEGER NOT NULL,
+        holder_start INTEGER NOT NULL,
+        command TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        admitted_at REAL,
+        released_at REAL,
+        release_reason TEXT
+    );
+    CREATE INDEX leases_active ON leases(state) WHERE state != 'released';
+    CREATE TABLE snapshots (
+        task_id TEXT NOT NULL REFERENCES tasks(id),
+        n INTEGER NOT NULL,
+        ref TEXT NOT NULL,
+        sha TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (task_id, n)
+    );
+    """,
+)
+
+
+class NameTaken(LaneboardError):
+    """Another live task of the repo already has this name."""
+
+
+def new_task_id() -> str:
+    """A stable task id, independent of the (reusable) name."""
+    return secrets.token_hex(6)
+
+
+def _task_from_row(row: sqlite3.Row) -> Task:
+    identity = None
+    if row["dir_ino"] is not None:
+        identity = Identity(
+            dir_dev=row["dir_dev"],
+            dir_ino=row["dir_ino"],
+            gitfile_dev=row["gitfile_dev"],
+            gitfile_ino=row["gitfile_ino"],
+        )
+    data = {key: row[key] for key in row.keys() if key not in Identity.model_fields}  # noqa: SIM118
+    data["identity"] = identity
+    data["agent_argv"] = json.loads(row["agent_argv"]) if row["agent_argv"] else None
+    data["branch_created_by_us"] = bool(row["branch_created_by_us"])
+    data["worktree_created_by_us"] = bool(row["worktree_created_by_us"])
+    for key in ("dir_dev", "dir_ino", "gitfile_dev", "gitfile_ino"):
+        data.pop(key, None)
+    return Task.model_validate(data)
+
+
+def _repo_from_row(row: sqlite3.Row) -> Repo:
+    return Repo.model_validate(dict(zip(row.keys(), row, strict=True)))
+
+
+class Ledger:
+    """One process's connection to the ledger file.
+
+    Not shared between threads: open one `Ledger` per thread (cheap; SQLite's own locking and the
+    busy timeout serialize writers across threads and processes).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(
+                path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            )
+        except (OSError, sqlite3.Error) as err:
+            raise LedgerError(f"cannot open the ledger {path}: {err}") from None
+        self._db.row_factory = sqlite3.Row
+        try:
+            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._db.execute("PRAGMA foreign_keys = ON")
+            mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                raise LedgerError(f"the ledger {path} cannot use WAL mode (got {mode})")
+            self._migrate()
+        except sqlite3.DatabaseError as err:
+            self._db.close()
+            raise LedgerError(f"the ledger {path} is not a usable laneboard ledger: {err}") from None
+
+    @classmethod
+    def open_default(cls) -> Ledger:
+        from core.config import state_dir
+
+        return cls(state_dir() / LEDGER_NAME)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _migrate(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > len(MIGRATIONS):
+            raise LedgerError(
+                f"the ledger {self.path} has schema version {version}, newer than this laneboard "
+                f"understands ({len(MIGRATIONS)}); upgrade laneboard"
+            )
+        if version == len(MIGRATIONS):
+            return
+        with self.transaction() as db:
+            # Re-read inside the write lock: another process may have migrated meanwhile.
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            for number in range(version, len(MIGRATIONS)):
+                for statement in MIGRATIONS[number].split(";\n"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute(f"PRAGMA user_version = {number + 1}")
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction: `BEGIN IMMEDIATE` takes the write lock up front, so the reads made
+        inside it cannot be invalidated by another writer before the commit."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        else:
+            self._db.execute("COMMIT")
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """The raw connection, for reads (each statement sees a consistent snapshot)."""
+        return self._db
+
+    # --- repos ---------------------------------------------------------------------------
+
+    def ensure_repo(
+        self, common_dir: str, root: str, name: str, actor: Actor
+    ) -> tuple[Repo, bool]:
+        """The repo row for `common_dir`, created if missing. Returns (repo, created)."""
+        with self.transaction() as db:
+            row = db.execute("SELECT * FROM repos WHERE common_dir = ?", (common_dir,)).fetchone()
+            if row is not None:
+                return _repo_from_row(row), False
+            db.execute(
+                "INSERT INTO repos (common_dir, root, name, created_at) VALUES (?, ?, ?, ?)",
+                (common_dir, root, name, time.time()),
+            )
+            row = db.execute("SELECT * FROM repos WHERE common_dir = ?", (common_dir,)).fetchone()
+            self._event(db, None, row["id"], "repo.registered", actor, {"root": root})
+            return _repo_from_row(row), True
+
+    def repo_by_common_dir(self, common_dir: str) -> Repo | None:
+        row = self._db.execute("SELECT * FROM repos WHERE common_dir = ?", (common_dir,)).fetchone()
+        return _repo_from_row(row) if row else None
+
+    def repo(self, repo_id: int) -> Repo:
+        row = self._db.execute("SELECT * FROM repos WHERE id = ?", (repo_id,)).fetchone()
+        if row is None:
+            raise LedgerError(f"the ledger {self.path} has no repo {repo_id}")
+        return _repo_from_row(row)
+
+    def repos(self) -> list[Repo]:
+        return [_repo_from_row(r) for r in self._db.execute("SELECT * FROM repos ORDER BY id")]
+
+    # --- tasks ---------------------------------------------------------------------------
+
+    def insert_task(self, fields: dict[str, Any], actor: Actor, event: dict[str, Any]) -> Task:
+        """Record a new task and its `task.intent` event in one transaction.
+
+        Raises `NameTaken` when a live task of the repo has the name, including when another
+        process inserted it a moment ago (the partial unique index decides, not a prior read).
+        """
+        now = time.time()
+        row = {**fields, "created_at": now, "updated_at": now}
+        if "agent_argv" in row and row["agent_argv"] is not None:
+            row["agent_argv"] = json.dumps(row["agent_argv"])
+        columns = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        try:
+            with self.transaction() as db:
+                db.execute(f"INSERT INTO tasks ({columns}) VALUES ({marks})", tuple(row.values()))
+                self._event(db, row["id"], row["repo_id"], "task.intent", actor, event)
+        except sqlite3.IntegrityError:
+            raise NameTaken(f"task name {fields['name']!r} is taken by a live task") from None
+        return self.task(row["id"])
+
+    def task(self, task_id: str) -> Task:
+        row = self._db.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        if row is None:
+            raise LaneboardError(f"no task with id {task_id}")
+        return _task_from_row(row)
+
+    def live_task(self, repo_id: int, name: str) -> Task | None:
+        row = self._db.execute(
+            "SELECT * FROM tasks WHERE repo_id = ? AND name = ? AND retired_at IS NULL",
+            (repo_id, name),
+        ).fetchone()
+        return _task_from_row(row) if row else None
+
+    def find_task(self, repo_id: int, name: str) -> Task | None:
+        """The live task with this name, else the most recent retired one."""
+        row = self._db.execute(
+            "SELECT * FROM tasks WHERE repo_id = ? AND name = ? "
+            "ORDER BY retired_at IS NULL DESC, created_at DESC LIMIT 1",
+            (repo_id, name),
+        ).fetchone()
+        return _task_from_row(row) if row else None
+
+    def tasks(self, repo_id: int | None = None, *, include_retired: bool = True) -> list[Task]:
+        query = "SELECT * FROM tasks WHERE (? IS NULL OR repo_id = ?)"
+        if not include_retired:
+            query += " AND retired_at IS NULL"
+        rows = self._db.execute(query + " ORDER BY created_at, id", (repo_id, repo_id))
+        return [_task_from_row(r) for r in rows]
+
+    def update_task(
+        self,
+        task_id: str,
+        *,
+        actor: Actor,
+        kind: str,
+        data: dict[str, Any] | None = None,
+        state: TaskState | None = None,
+        expect: TaskState | None = None,
+        **fields: Any,
+    ) -> Task:
+        """Change a task's fields and/or state and journal it, in one transaction.
+
+        With `state`, the lifecycle table must allow the change from the current state; with
+        `expect`, the current state must be exactly that (a compare-and-swap against another
+        process that moved the task meanwhile). Entering a retiring state sets the disposition and
+        retirement time, which frees the name.
+        """
+        identity = fields.pop("identity", None)
+        if isinstance(identity, Identity):
+            fields.update(identity.model_dump())
+        if "agent_argv" in fields and fields["agent_argv"] is not None:
+            fields["agent_argv"] = json.dumps(fields["agent_argv"])
+        with self.transaction() as db:
+            row = db.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
+            if row is None:
+                raise LaneboardError(f"no task with id {task_id}")
+            current = TaskState(row["state"])
+            if expect is not None and current is not expect:
+                raise LaneboardError(
+                    f"task {row['name']} is {current.value}, not {expect.value}; "
+                    "another process changed it"
+                )
+            event = dict(data or {})
+            if state is not None:
+                check_transition(current, state)
+                fields["state"] = state.value
+                event.setdefault("from", current.value)
+                event.setdefault("to", state.value)
+                disposition = DISPOSITION_OF.get(state)
+                if disposition is not None:
+                    fields["disposition"] = disposition.value
+                    fields["retired_at"] = time.time()
+            fields["updated_at"] = time.time()
+            assignments = ", ".join(f"{key} = ?" for key in fields)
+            db.execute(
+                f"UPDATE tasks SET {assignments} WHERE id = ?", (*fields.values(), task_id)
+            )
+            self._event(db, task_id, row["repo_id"], kind, actor, event)
+        return self.task(task_id)
+
+    # --- events --------------------------------------------------------------------------
+
+    @staticmethod
+    def _event(
+        db: sqlite3.Connection,
+        task_id: str | None,
+        repo_id: int | None,
+        kind: str,
+        actor: Actor,
+        data: dict[str, Any],
+    ) -> None:
+        db.execute(
+            "INSERT INTO events (task_id, repo_id, at, kind, actor, data) VALUES (?, ?, ?, ?, ?, ?)",
+            (task_id, repo_id, time.time(), kind, actor.value, json.dumps(data, sort_keys=True)),
+        )
+
+    def append_event(
+        self,
+        task_id: str | None,
+        repo_id: int | None,
+        kind: str,
+        actor: Actor,
+        data: dict[str, Any] | None = None,
+    ) -> None:
+        """Journal a side effect (or its intent) in its own transaction."""
+        with self.transaction() as db:
+            self._event(db, task_id, repo_id, kind, actor, data or {})
+
+    def events(self, task_id: str | None = None, *, since: int = 0) -> list[Event]:
+        rows = self._db.execute(
+            "SELECT * FROM events WHERE (? IS NULL OR task_id = ?) AND seq > ? ORDER BY seq",
+            (task_id, task_id, since),
+        )
+        return [
+            Event(
+                seq=r["seq"],
+                task_id=r["task_id"],
+                repo_id=r["repo_id"],
+                at=r["at"],
+                kind=r["kind"],
+                actor=Actor(r["actor"]),
+                data=json.loads(r["data"]),
+            )
+            for r in rows
+        ]
+

@@ -1,0 +1,49 @@
+"""Facts about live processes, read from `/proc` (Linux).
+
+A process is named by its pid *and* its start time, so a pid reused by another program is never
+mistaken for the one laneboard recorded. Reads only; never signals anything except signal 0.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def start_time(pid: int) -> int | None:
+    """Start time of `pid` in clock ticks since boot (`/proc/<pid>/stat` field 22), or None when
+    the process is gone or is a zombie (it has exited; only its exit status remains)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may itself contain spaces or ')'.
+    fields = stat.rsplit(b")", 1)[1].split()
+    if fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[19])
+
+
+def alive(pid: int, start: int | None) -> bool:
+    """True when `pid` runs and, if `start` is given, is the process that started at `start`."""
+    if pid <= 0:
+        return False
+    current = start_time(pid)
+    if current is not None:
+        return start is None or current == start
+    if Path("/proc/self/stat").exists():
+        return False
+    try:  # no /proc (macOS): existence is all we can know
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def me() -> tuple[int, int]:
+    """This process's (pid, start time)."""
+    pid = os.getpid()
+    return pid, start_time(pid) or 0

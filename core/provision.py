@@ -1,0 +1,355 @@
+"""Provisioning: from a task name to a pinned branch and linked worktree (DESIGN.md section 6).
+
+Owns the order of side effects and their rollback. Intent is written to the ledger before any
+effect, each effect is journalled after it happens, and every step after `git worktree add` is
+idempotent, so `laneboard doctor` can finish an interrupted run from the ledger alone. A failure
+rolls back exactly what this task created; it never deletes a branch or directory that existed
+before, and it never uses `-B` or checks out a pre-existing branch.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from core import faults, procs
+from core.errors import LaneboardError
+from core.git import (
+    delete_ref_if,
+    status,
+    worktree_add,
+    worktree_list,
+    worktree_remove,
+    worktree_unlock,
+)
+from core.ledger import Ledger, NameTaken, new_task_id
+from core.models import Actor, Task, TaskState
+from core.names import branch_for
+from core.repo import RepoContext
+from core.verify import verify_worktree
+
+LOCK_PREFIX = "laneboard: initializing task "
+SETUP_TAIL_LINES = 20
+
+
+class ProvisionFailed(LaneboardError):
+    """Provisioning stopped; what it had created was rolled back (the message says what)."""
+
+
+def lock_reason(task_id: str) -> str:
+    """The `git worktree lock` reason that marks a worktree as being created by this task. It is
+    the proof, after a crash, that laneboard created the worktree and its branch."""
+    return f"{LOCK_PREFIX}{task_id}"
+
+
+def provision(ctx: RepoContext, ledger: Ledger, name: str, base_ref: str, actor: Actor) -> Task:
+    """Create task `name` with branch `<prefix>/<name>` and a worktree at `<area>/<name>`, both at
+    the commit `base_ref` names now. Every check that can refuse runs before the first write."""
+    branch = branch_for(ctx.settings.branch_prefix, name)
+    existing = ledger.live_task(ctx.repo.id, name)
+    if existing is not None:
+        raise NameTaken(
+            f"task name {name!r} is taken by a live task ({existing.id}, {existing.state.value})"
+        )
+    base_sha = ctx.git.resolve_commit(base_ref)
+    area = ctx.area
+    path = area / name
+    if ctx.git.branch_tip(branch) is not None:
+        raise LaneboardError(
+            f"branch {branch} already exists; laneboard only works on branches it creates"
+        )
+    if os.path.lexists(path):
+        raise LaneboardError(f"{path} already exists; laneboard never reuses a directory")
+    pid, start = procs.me()
+    task = ledger.insert_task(
+        {
+            "id": new_task_id(),
+            "repo_id": ctx.repo.id,
+            "name": name,
+            "state": TaskState.PROVISIONING.value,
+            "base_ref": base_ref,
+            "base_sha": base_sha,
+            "branch": branch,
+            "area": str(area),
+            "worktree_path": str(path),
+            "owner_pid": pid,
+            "owner_start": start,
+        },
+        actor,
+        {"base_ref": base_ref, "base_sha": base_sha, "branch": branch, "path": str(path)},
+    )
+    faults.checkpoint("provision.after_intent")
+    try:
+        _ensure_excluded(ctx, ledger, task, actor)
+        area.mkdir(parents=True, exist_ok=True)
+        worktree_add(ctx.root, path, branch, base_sha, lock_reason(task.id))
+        task = ledger.update_task(
+            task.id,
+            actor=actor,
+            kind="worktree.created",
+            data={"path": str(path), "branch": branch, "tip": base_sha},
+            branch_created_by_us=True,
+            worktree_created_by_us=True,
+            branch_tip_at_creation=base_sha,
+        )
+        faults.checkpoint("provision.after_worktree_add")
+    except LaneboardError as err:
+        # Before `worktree.created` is journalled the task owns nothing, so rollback removes
+        # nothing: a failed `worktree add` cleans up after itself.
+        task = rollback(ctx, ledger, task, reason=str(err), actor=actor)
+        raise ProvisionFailed(f"provisioning {name} failed: {err}") from None
+    return finish(ctx, ledger, task, actor, setup_is_ours=True)
+
+
+def finish(
+    ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor, *, setup_is_ours: bool
+) -> Task:
+    """Run every step after `git worktree add` that the journal does not show as done, then mark
+    the task provisioned. Idempotent; `doctor` calls it to finish an interrupted provisioning.
+
+    `setup_is_ours`: files in the worktree were made only by this provisioning, so a failure may
+    force-remove the worktree. `doctor` passes False: after a crash, someone may have been in there.
+    """
+    try:
+        task = _pin(ctx, ledger, task, actor)
+        faults.checkpoint("provision.after_pin")
+        done = {event.kind for event in ledger.events(task.id)}
+        if "files.copied" not in done:
+            _copy_files(ctx, ledger, task, actor)
+        faults.checkpoint("provision.after_copy")
+        if "setup.done" not in done:
+            _run_setup(ctx, ledger, task, actor)
+        faults.checkpoint("provision.after_setup")
+        if _locked_by_us(ctx, task):
+            worktree_unlock(ctx.root, Path(task.worktree_path))
+    except LaneboardError as err:
+        rollback(ctx, ledger, task, reason=str(err), actor=actor, force=setup_is_ours)
+        raise ProvisionFailed(f"provisioning {task.name} failed: {err}") from None
+    return ledger.update_task(
+        task.id,
+        actor=actor,
+        kind="task.provisioned",
+        state=TaskState.PROVISIONED,
+        expect=TaskState.PROVISIONING,
+        owner_pid=None,
+        owner_start=None,
+    )
+
+
+def _ensure_excluded(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> None:
+    """Add the worktree area to the repo's `info/exclude` so the root never sees the worktrees
+    as untracked files. Appends one line once; never rewrites what the user wrote there."""
+    area = Path(task.area)
+    try:
+        relative = area.relative_to(ctx.root)
+    except ValueError:
+        return  # a sibling area is outside the root's tree
+    line = f"/{relative.as_posix()}/"
+    exclude = ctx.common_dir / "info" / "exclude"
+    try:
+        current = exclude.read_text(encoding="utf-8", errors="surrogateescape")
+    except FileNotFoundError:
+        current = ""
+    if line in current.splitlines():
+        return
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    with exclude.open("a", encoding="utf-8", errors="surrogateescape") as handle:
+        if current and not current.endswith("\n"):
+            handle.write("\n")
+        handle.write(f"{line}\n")
+    ledger.append_event(task.id, ctx.repo.id, "exclude.added", actor, {"file": str(exclude), "line": line})
+
+
+def _pin(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> Task:
+    """Verify the new worktree and record its admin name and device/inode identity."""
+    verdict = verify_worktree(
+        Path(task.worktree_path),
+        area=Path(task.area),
+        common_dir=ctx.common_dir,
+        admin_name=task.admin_name,
+        identity=task.identity,
+    )
+    if not verdict.ok:
+        raise LaneboardError(f"the new worktree failed verification: {verdict}")
+    if task.identity is not None:
+        return task
+    assert verdict.identity is not None
+    return ledger.update_task(
+        task.id,
+        actor=actor,
+        kind="worktree.pinned",
+        data={"admin_name": verdict.admin_name, **verdict.identity.model_dump()},
+        admin_name=verdict.admin_name,
+        identity=verdict.identity,
+    )
+
+
+def _copy_files(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> None:
+    """Copy the root's allowlisted untracked files (config `provision.copy`) into the worktree.
+
+    Only regular files inside the root are copied; a path that already exists in the worktree
+    (for instance a tracked file) is left alone and reported.
+    """
+    copied: list[str] = []
+    skipped: list[str] = []
+    worktree = Path(task.worktree_path)
+    for pattern in ctx.settings.provision.copy_files:
+        for match in sorted(glob.glob(pattern, root_dir=ctx.root, recursive=True)):
+            source = ctx.root / match
+            if source.is_symlink() or not source.is_file():
+                skipped.append(f"{match} (not a regular file)")
+                continue
+            if ctx.root.resolve() not in source.resolve().parents:
+                skipped.append(f"{match} (outside the root)")
+                continue
+            target = worktree / match
+            if os.path.lexists(target):
+                skipped.append(f"{match} (already in the worktree)")
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+            copied.append(match)
+    ledger.append_event(
+        task.id, ctx.repo.id, "files.copied", actor, {"copied": copied, "skipped": skipped}
+    )
+
+
+def _run_setup(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> None:
+    """Run the configured setup command in the worktree; a non-zero exit fails provisioning."""
+    setup = ctx.settings.provision.setup
+    if not setup:
+        ledger.append_event(task.id, ctx.repo.id, "setup.done", actor, {"command": None})
+        return
+    argv = ["/bin/sh", "-c", setup] if isinstance(setup, str) else list(setup)
+    env = {
+        **os.environ,
+        **ctx.settings.env,
+        "LANEBOARD_TASK": task.name,
+        "LANEBOARD_TASK_ID": task.id,
+        "LANEBOARD_WORKTREE": task.worktree_path,
+        "LANEBOARD_ROOT": str(ctx.root),
+    }
+    ledger.append_event(task.id, ctx.repo.id, "setup.started", actor, {"command": argv})
+    try:
+        result = subprocess.run(
+            argv,
+            cwd=task.worktree_path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
+    except OSError as err:
+        raise LaneboardError(f"setup command {argv[0]!r} could not start: {err.strerror}") from None
+    tail = result.stdout.decode(errors="replace").splitlines()[-SETUP_TAIL_LINES:]
+    data: dict[str, Any] = {"command": argv, "exit_code": result.returncode, "output_tail": tail}
+    if result.returncode != 0:
+        ledger.append_event(task.id, ctx.repo.id, "setup.failed", actor, data)
+        last = tail[-1] if tail else "no output"
+        raise LaneboardError(f"setup command exited with {result.returncode}: {last}")
+    ledger.append_event(task.id, ctx.repo.id, "setup.done", actor, data)
+
+
+def _registered(ctx: RepoContext, task: Task) -> bool:
+    path = os.path.realpath(task.worktree_path)
+    return any(os.path.realpath(e.path) == path for e in worktree_list(ctx.root))
+
+
+def _locked_by_us(ctx: RepoContext, task: Task) -> bool:
+    path = os.path.realpath(task.worktree_path)
+    return any(
+        os.path.realpath(e.path) == path and e.locked == lock_reason(task.id)
+        for e in worktree_list(ctx.root)
+    )
+
+
+def rollback(
+    ctx: RepoContext,
+    ledger: Ledger,
+    task: Task,
+    *,
+    reason: str,
+    actor: Actor,
+    force: bool = True,
+) -> Task:
+    """Undo exactly what this task created and mark it failed.
+
+    The worktree is removed only if the ledger says laneboard created it and it still verifies
+    as that worktree; `force` (files inside may be discarded) is allowed only when this process
+    made every file there. The branch is deleted only if laneboard created it and it still points
+    at its creation tip (compare-and-swap), so commits made on it are never lost. What is kept
+    is said in the journal and in the failure reason.
+    """
+    path = Path(task.worktree_path)
+    kept: list[str] = []
+    ledger.append_event(
+        task.id,
+        ctx.repo.id,
+        "rollback.intent",
+        actor,
+        {"path": str(path), "branch": task.branch, "tip": task.branch_tip_at_creation},
+    )
+    if task.worktree_created_by_us and _registered(ctx, task):
+        verdict = verify_worktree(
+            path,
+            area=Path(task.area),
+            common_dir=ctx.common_dir,
+            admin_name=task.admin_name,
+            identity=task.identity,
+        )
+        if not verdict.ok:
+            kept.append(f"worktree {path} kept: it no longer verifies ({verdict})")
+        else:
+            try:
+                if not force:
+                    _require_pristine(ctx, ledger, task)
+                worktree_remove(ctx.root, path, force=True)
+                ledger.append_event(task.id, ctx.repo.id, "worktree.removed", actor, {"path": str(path)})
+            except LaneboardError as err:
+                kept.append(f"worktree {path} kept: {err}")
+    if task.branch_created_by_us and task.branch_tip_at_creation:
+        if delete_ref_if(ctx.root, f"refs/heads/{task.branch}", task.branch_tip_at_creation):
+            ledger.append_event(
+                task.id,
+                ctx.repo.id,
+                "branch.deleted",
+                actor,
+                {"branch": task.branch, "tip": task.branch_tip_at_creation},
+            )
+        elif ctx.git.branch_tip(task.branch) is not None:
+            kept.append(f"branch {task.branch} kept: it moved since creation")
+    full_reason = "; ".join([reason, *kept])
+    return ledger.update_task(
+        task.id,
+        actor=actor,
+        kind="task.failed",
+        data={"reason": full_reason, "kept": kept},
+        state=TaskState.FAILED,
+        owner_pid=None,
+        owner_start=None,
+    )
+
+
+def _require_pristine(ctx: RepoContext, ledger: Ledger, task: Task) -> None:
+    """Refuse unless the worktree holds nothing but its checkout at the creation tip and the
+    files provisioning copied into it."""
+    facts = status(Path(task.worktree_path), ignored=True)
+    if facts.head != task.branch_tip_at_creation:
+        raise LaneboardError(f"HEAD moved to {facts.head}")
+    copied = {
+        path
+        for event in ledger.events(task.id)
+        if event.kind == "files.copied"
+        for path in event.data.get("copied", [])
+    }
+    dirty = facts.staged + facts.unstaged + facts.conflicted + facts.ignored
+    dirty += [path for path in facts.untracked if path not in copied]
+    if dirty:
+        raise LaneboardError(f"it holds files laneboard did not put there: {dirty[0]}")
+
+

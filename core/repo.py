@@ -1,0 +1,59 @@
+"""A registered repository in use: its paths, settings, git handle and worktree area.
+
+Built once per command from `--repo` or the current directory (the root or any worktree of it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.config import Settings, load_settings
+from core.errors import LaneboardError
+from core.git import GitRepo, RepoPaths, discover
+from core.ledger import Ledger
+from core.models import Actor, Repo
+
+
+class NotRegistered(LaneboardError):
+    """The repository has not been registered with `laneboard init`."""
+
+
+@dataclass
+class RepoContext:
+    repo: Repo
+    paths: RepoPaths
+    settings: Settings
+    git: GitRepo
+
+    @property
+    def root(self) -> Path:
+        return self.paths.root
+
+    @property
+    def common_dir(self) -> Path:
+        return self.paths.common_dir
+
+    @property
+    def area(self) -> Path:
+        """Where new worktrees go (existing tasks keep the area recorded at their creation)."""
+        if self.settings.worktrees.area == "sibling":
+            return self.root.parent / f"{self.root.name}.worktrees"
+        return self.root / ".worktrees"
+
+
+def open_repo(ledger: Ledger, path: Path, *, register: bool, actor: Actor) -> RepoContext:
+    """The repo that contains `path`. With `register`, an unknown repo is registered (as
+    `laneboard init` does); otherwise it is refused with a hint."""
+    paths = discover(path)
+    settings = load_settings(paths.root)
+    repo = ledger.repo_by_common_dir(str(paths.common_dir))
+    if repo is None:
+        if not register:
+            raise NotRegistered(
+                f"{paths.root} is not registered with laneboard; run `laneboard init {paths.root}`"
+            )
+        repo, _ = ledger.ensure_repo(
+            str(paths.common_dir), str(paths.root), paths.name, actor
+        )
+    return RepoContext(repo=repo, paths=paths, settings=settings, git=GitRepo(paths))

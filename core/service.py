@@ -1,0 +1,125 @@
+"""The application service: the one entry the CLI and the TUI call.
+
+Each method is one operator action or read. It opens what it needs from the ledger and the repo,
+applies the domain's decisions, and returns values; it prints nothing and never exits. Callers
+wire the actor (cli, tui, hook) so the journal says who did what.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from core import doctor as doctor_mod
+from core import provision as provision_mod
+from core.errors import LaneboardError
+from core.git import worktree_list
+from core.ledger import Ledger
+from core.models import Actor, Event, Repo, Task
+from core.repo import RepoContext, open_repo
+from core.verify import Verdict, verify_worktree
+
+
+class UnknownTask(LaneboardError):
+    """No task of the repo has that name or id."""
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """A task with the repo it belongs to, as reads return it."""
+
+    task: Task
+    repo: Repo
+
+
+class Board:
+    """laneboard's operations over one ledger."""
+
+    def __init__(self, ledger: Ledger, *, actor: Actor = Actor.CLI) -> None:
+        self.ledger = ledger
+        self.actor = actor
+
+    # --- repos ---------------------------------------------------------------------------
+
+    def repo(self, path: Path, *, register: bool = False) -> RepoContext:
+        """The repo containing `path` (root or any worktree), registering it if asked."""
+        return open_repo(self.ledger, path, register=register, actor=self.actor)
+
+    def init(self, path: Path) -> tuple[RepoContext, bool]:
+        """Register the repository at `path`. Returns (context, newly registered)."""
+        before = self.ledger.repos()
+        ctx = self.repo(path, register=True)
+        return ctx, all(r.id != ctx.repo.id for r in before)
+
+    # --- tasks ---------------------------------------------------------------------------
+
+    def new(self, ctx: RepoContext, name: str, *, base: str | None = None) -> Task:
+        """Provision task `name` from `base` (default: the root's HEAD)."""
+        return provision_mod.provision(ctx, self.ledger, name, base or "HEAD", self.actor)
+
+    def task(self, ctx: RepoContext, name: str) -> Task:
+        """The live task called `name` (or with that id), else the latest retired one."""
+        found = self.ledger.find_task(ctx.repo.id, name)
+        if found is None:
+            found = next((t for t in self.ledger.tasks(ctx.repo.id) if t.id == name), None)
+        if found is None:
+            raise UnknownTask(f"no task named {name!r} in {ctx.root}")
+        return found
+
+    def tasks(self, ctx: RepoContext | None, *, include_retired: bool = False) -> list[TaskView]:
+        """Tasks of one repo, or of every registered repo when `ctx` is None."""
+        repos = [ctx.repo] if ctx else self.ledger.repos()
+        return [
+            TaskView(task, repo)
+            for repo in repos
+            for task in self.ledger.tasks(repo.id, include_retired=include_retired)
+        ]
+
+    def log(self, ctx: RepoContext, name: str) -> tuple[Task, list[Event]]:
+        """The task and its whole journal, oldest first."""
+        task = self.task(ctx, name)
+        return task, self.ledger.events(task.id)
+
+    def verify(self, ctx: RepoContext, name: str) -> tuple[Task, Verdict]:
+        """Verify the task's worktree against its pinned identity (filesystem reads only)."""
+        task = self.task(ctx, name)
+        verdict = verify_worktree(
+            Path(task.worktree_path),
+            area=Path(task.area),
+            common_dir=ctx.common_dir,
+            admin_name=task.admin_name,
+            identity=task.identity,
+        )
+        return task, verdict
+
+    def registered_worktree(self, ctx: RepoContext, task: Task) -> bool:
+        """True when git lists the task's worktree path."""
+        path = os.path.realpath(task.worktree_path)
+        return any(os.path.realpath(e.path) == path for e in worktree_list(ctx.root))
+
+    # --- reconciliation ------------------------------------------------------------------
+
+    def doctor(
+        self, ctx: RepoContext | None, *, fix: bool
+    ) -> list[tuple[Repo, list[doctor_mod.Finding]]]:
+        """Findings per repo (the given one, or every registered repo)."""
+        contexts: list[tuple[Repo, RepoContext | None]] = []
+        if ctx is not None:
+            contexts.append((ctx.repo, ctx))
+        else:
+            for repo in self.ledger.repos():
+                try:
+                    contexts.append((repo, self.repo(Path(repo.root))))
+                except LaneboardError:
+                    contexts.append((repo, None))
+        report: list[tuple[Repo, list[doctor_mod.Finding]]] = []
+        for repo, context in contexts:
+            if context is None or context.repo.id != repo.id:
+                missing = doctor_mod.Finding(
+                    "repo-missing", f"{repo.root} is no longer this repository's checkout"
+                )
+                report.append((repo, [missing]))
+                continue
+            report.append((repo, doctor_mod.diagnose(context, self.ledger, fix=fix, actor=self.actor)))
+        return report

@@ -1,0 +1,96 @@
+"""How the CLI shows values: stable JSON documents (docs/cli.md) and plain text lines.
+
+The JSON field names are an interface that scripts and agent hooks depend on; add fields, never
+rename or remove them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from core.doctor import Finding
+from core.models import Event, Repo, Task
+from core.verify import Verdict
+
+
+def iso(at: float | None) -> str | None:
+    """Seconds since the epoch as an ISO 8601 UTC timestamp."""
+    if at is None:
+        return None
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def task_json(task: Task, repo: Repo) -> dict[str, Any]:
+    return {
+        "id": task.id,
+        "name": task.name,
+        "repo": repo.root,
+        "state": task.state.value,
+        "base_ref": task.base_ref,
+        "base_sha": task.base_sha,
+        "branch": task.branch,
+        "branch_created_by_us": task.branch_created_by_us,
+        "branch_tip_at_creation": task.branch_tip_at_creation,
+        "worktree_path": task.worktree_path,
+        "worktree_area": task.area,
+        "worktree_admin_name": task.admin_name,
+        "worktree_created_by_us": task.worktree_created_by_us,
+        "identity": task.identity.model_dump() if task.identity else None,
+        "reviewed_sha": task.reviewed_sha,
+        "finalized_sha": task.finalized_sha,
+        "disposition": task.disposition.value if task.disposition else None,
+        "created_at": iso(task.created_at),
+        "updated_at": iso(task.updated_at),
+        "retired_at": iso(task.retired_at),
+    }
+
+
+def event_json(event: Event) -> dict[str, Any]:
+    return {
+        "seq": event.seq,
+        "task_id": event.task_id,
+        "at": iso(event.at),
+        "kind": event.kind,
+        "actor": event.actor.value,
+        "data": event.data,
+    }
+
+
+def verdict_json(task: Task, verdict: Verdict) -> dict[str, Any]:
+    return {
+        "task": task.name,
+        "task_id": task.id,
+        "path": task.worktree_path,
+        "ok": verdict.ok,
+        "reason": verdict.reason.value if verdict.reason else None,
+        "detail": verdict.detail,
+    }
+
+
+def finding_json(repo: Repo, finding: Finding) -> dict[str, Any]:
+    return {
+        "repo": repo.root,
+        "kind": finding.kind,
+        "task": finding.task,
+        "task_id": finding.task_id,
+        "detail": finding.detail,
+        "fixed": finding.fixed,
+    }
+
+
+def emit_json(document: Any) -> None:
+    json.dump(document, sys.stdout, indent=2, sort_keys=False)
+    sys.stdout.write("\n")
+
+
+def table(rows: list[list[str]], headers: list[str]) -> str:
+    """Left-aligned columns separated by two spaces; the last column is not padded."""
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+    lines = []
+    for row in [headers, *rows]:
+        cells = [str(c).ljust(w) for c, w in zip(row[:-1], widths[:-1], strict=True)]
+        lines.append("  ".join([*cells, str(row[-1])]))
+    return "\n".join(lines)
