@@ -63,7 +63,8 @@ class ProvisionSettings(_Section):
     copy_files: list[str] = Field(default_factory=list, alias="copy")
     """Untracked files (glob patterns relative to the root) copied into each new worktree."""
     setup: str | list[str] | None = None
-    """Run in the new worktree after creation: a list is an argv; a string runs with `/bin/sh -c`."""
+    """Run in the new worktree after creation: a list is an argv; a string runs with
+    `/bin/sh -c`."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 

@@ -52,16 +52,15 @@ def diagnose(ctx: RepoContext, ledger: Ledger, *, fix: bool, actor: Actor) -> li
             findings.append(_interrupted_provisioning(ctx, ledger, task, entries, fix, actor))
         elif task.live:
             findings.extend(_live_task(ctx, task, entries))
-        elif os.path.realpath(task.worktree_path) in entries and task.worktree_created_by_us:
-            if os.path.realpath(task.worktree_path) not in live_paths:
-                findings.append(
-                    Finding(
-                        "leftover-worktree",
-                        f"{task.state.value} task still has its worktree at {task.worktree_path}",
-                        task.name,
-                        task.id,
-                    )
+        elif task.worktree_created_by_us and _leftover(task, entries, live_paths):
+            findings.append(
+                Finding(
+                    "leftover-worktree",
+                    f"{task.state.value} task still has its worktree at {task.worktree_path}",
+                    task.name,
+                    task.id,
                 )
+            )
 
     areas = {Path(t.area) for t in tasks} | {ctx.area}
     for path, entry in entries.items():
@@ -91,6 +90,12 @@ def diagnose(ctx: RepoContext, ledger: Ledger, *, fix: bool, actor: Actor) -> li
                     )
                 )
     return findings
+
+
+def _leftover(task: Task, entries: dict[str, WorktreeEntry], live_paths: set[str]) -> bool:
+    """A retired task's worktree that git still lists and no live task has taken over."""
+    path = os.path.realpath(task.worktree_path)
+    return path in entries and path not in live_paths
 
 
 def _live_task(ctx: RepoContext, task: Task, entries: dict[str, WorktreeEntry]) -> list[Finding]:
@@ -152,8 +157,12 @@ def _interrupted_provisioning(
                 task.id,
                 actor=actor,
                 kind="worktree.created",
-                data={"path": task.worktree_path, "branch": task.branch, "tip": task.base_sha,
-                      "recovered": True},
+                data={
+                    "path": task.worktree_path,
+                    "branch": task.branch,
+                    "tip": task.base_sha,
+                    "recovered": True,
+                },
                 branch_created_by_us=True,
                 worktree_created_by_us=True,
                 branch_tip_at_creation=task.base_sha,
@@ -175,6 +184,8 @@ def _interrupted_provisioning(
     if leftovers:
         detail += "; found " + " and ".join(leftovers) + ", left alone"
     if not fix:
-        return Finding("interrupted-provisioning", detail + "; --fix marks it failed", task.name, task.id)
+        return Finding(
+            "interrupted-provisioning", detail + "; --fix marks it failed", task.name, task.id
+        )
     rollback(ctx, ledger, task, reason="interrupted: " + detail, actor=actor, force=False)
     return Finding("interrupted-provisioning", detail, task.name, task.id, fixed="marked failed")

@@ -1,8 +1,8 @@
 """Named fault-injection points, so tests can kill laneboard at each step of a multi-step change.
 
 `LANEBOARD_FAULT=<point>` makes the process SIGKILL itself when it reaches that point: no
-`finally`, no atexit, exactly like a power cut or `kill -9`. Reconciliation (`laneboard doctor`) must
-then find the interrupted change in the ledger and finish or undo it exactly.
+`finally`, no atexit, exactly like a power cut or `kill -9`. Reconciliation (`laneboard doctor`)
+must then find the interrupted change in the ledger and finish or undo it exactly.
 """
 
 from __future__ import annotations

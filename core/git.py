@@ -100,6 +100,10 @@ class RepoPaths:
         return self.root.name
 
 
+class NotARepository(GitError):
+    """The path is inside no git repository."""
+
+
 def discover(path: Path) -> RepoPaths:
     """The repository containing `path` (its root or any of its worktrees).
 
@@ -110,7 +114,7 @@ def discover(path: Path) -> RepoPaths:
     except pygit2.GitError as err:
         raise GitError(f"{path}: cannot read a git repository here: {err}") from None
     if found is None:
-        raise GitError(f"{path} is not inside a git repository")
+        raise NotARepository(f"{path} is not inside a git repository")
     gitdir = Path(found)
     commondir_file = gitdir / "commondir"
     if commondir_file.is_file():
@@ -284,9 +288,7 @@ def delete_ref_if(root: Path, refname: str, expected_sha: str) -> bool:
 
     Returns False, deleting nothing, when the ref moved or is gone.
     """
-    result = run_git(
-        ["update-ref", "-d", refname, expected_sha], cwd=root, read=False, check=False
-    )
+    result = run_git(["update-ref", "-d", refname, expected_sha], cwd=root, read=False, check=False)
     return result.returncode == 0
 
 

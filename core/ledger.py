@@ -164,7 +164,9 @@ class Ledger:
             self._migrate()
         except sqlite3.DatabaseError as err:
             self._db.close()
-            raise LedgerError(f"the ledger {path} is not a usable laneboard ledger: {err}") from None
+            raise LedgerError(
+                f"the ledger {path} is not a usable laneboard ledger: {err}"
+            ) from None
 
     @classmethod
     def open_default(cls) -> Ledger:
@@ -213,9 +215,7 @@ class Ledger:
 
     # --- repos ---------------------------------------------------------------------------
 
-    def ensure_repo(
-        self, common_dir: str, root: str, name: str, actor: Actor
-    ) -> tuple[Repo, bool]:
+    def ensure_repo(self, common_dir: str, root: str, name: str, actor: Actor) -> tuple[Repo, bool]:
         """The repo row for `common_dir`, created if missing. Returns (repo, created)."""
         with self.transaction() as db:
             row = db.execute("SELECT * FROM repos WHERE common_dir = ?", (common_dir,)).fetchone()
@@ -338,9 +338,7 @@ class Ledger:
                     fields["retired_at"] = time.time()
             fields["updated_at"] = time.time()
             assignments = ", ".join(f"{key} = ?" for key in fields)
-            db.execute(
-                f"UPDATE tasks SET {assignments} WHERE id = ?", (*fields.values(), task_id)
-            )
+            db.execute(f"UPDATE tasks SET {assignments} WHERE id = ?", (*fields.values(), task_id))
             self._event(db, task_id, row["repo_id"], kind, actor, event)
         return self.task(task_id)
 
@@ -356,7 +354,8 @@ class Ledger:
         data: dict[str, Any],
     ) -> None:
         db.execute(
-            "INSERT INTO events (task_id, repo_id, at, kind, actor, data) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO events (task_id, repo_id, at, kind, actor, data) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
             (task_id, repo_id, time.time(), kind, actor.value, json.dumps(data, sort_keys=True)),
         )
 
@@ -389,4 +388,3 @@ class Ledger:
             )
             for r in rows
         ]
-

@@ -161,7 +161,9 @@ def _ensure_excluded(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor)
         if current and not current.endswith("\n"):
             handle.write("\n")
         handle.write(f"{line}\n")
-    ledger.append_event(task.id, ctx.repo.id, "exclude.added", actor, {"file": str(exclude), "line": line})
+    ledger.append_event(
+        task.id, ctx.repo.id, "exclude.added", actor, {"file": str(exclude), "line": line}
+    )
 
 
 def _pin(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> Task:
@@ -309,7 +311,9 @@ def rollback(
                 if not force:
                     _require_pristine(ctx, ledger, task)
                 worktree_remove(ctx.root, path, force=True)
-                ledger.append_event(task.id, ctx.repo.id, "worktree.removed", actor, {"path": str(path)})
+                ledger.append_event(
+                    task.id, ctx.repo.id, "worktree.removed", actor, {"path": str(path)}
+                )
             except LaneboardError as err:
                 kept.append(f"worktree {path} kept: {err}")
     if task.branch_created_by_us and task.branch_tip_at_creation:
@@ -351,5 +355,3 @@ def _require_pristine(ctx: RepoContext, ledger: Ledger, task: Task) -> None:
     dirty += [path for path in facts.untracked if path not in copied]
     if dirty:
         raise LaneboardError(f"it holds files laneboard did not put there: {dirty[0]}")
-
-

@@ -53,7 +53,5 @@ def open_repo(ledger: Ledger, path: Path, *, register: bool, actor: Actor) -> Re
             raise NotRegistered(
                 f"{paths.root} is not registered with laneboard; run `laneboard init {paths.root}`"
             )
-        repo, _ = ledger.ensure_repo(
-            str(paths.common_dir), str(paths.root), paths.name, actor
-        )
+        repo, _ = ledger.ensure_repo(str(paths.common_dir), str(paths.root), paths.name, actor)
     return RepoContext(repo=repo, paths=paths, settings=settings, git=GitRepo(paths))

@@ -121,5 +121,7 @@ class Board:
                 )
                 report.append((repo, [missing]))
                 continue
-            report.append((repo, doctor_mod.diagnose(context, self.ledger, fix=fix, actor=self.actor)))
+            report.append(
+                (repo, doctor_mod.diagnose(context, self.ledger, fix=fix, actor=self.actor))
+            )
         return report

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from core.errors import LaneboardError, UsageError
+from core.git import NotARepository
 from core.ledger import Ledger
 from core.repo import RepoContext
 from core.service import Board
@@ -32,12 +33,13 @@ def _repo(board: Board, args: argparse.Namespace, *, register: bool = False) -> 
 
 
 def _repo_or_none(board: Board, args: argparse.Namespace) -> RepoContext | None:
-    """The repo of `--repo` or the cwd; None when the cwd is in no repo and `--repo` is absent."""
+    """The repo of `--repo` or the cwd; None when the cwd is in no repo and `--repo` is absent
+    (the command then covers every registered repo)."""
     if args.repo:
         return _repo(board, args)
     try:
         return _repo(board, args)
-    except LaneboardError:
+    except NotARepository:
         return None
 
 
@@ -152,7 +154,9 @@ def _parser() -> _Parser:
         command = sub.add_parser(name, help=help, description=help)
         command.set_defaults(handler=handler)
         command.add_argument("--json", action="store_true", help="print JSON (docs/cli.md)")
-        command.add_argument("--repo", metavar="PATH", default=argparse.SUPPRESS, help="the repository")
+        command.add_argument(
+            "--repo", metavar="PATH", default=argparse.SUPPRESS, help="the repository"
+        )
         return command
 
     init = add("init", cmd_init, "register a repository")
@@ -197,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return err.exit_code
     except KeyboardInterrupt:
         return 130
-    except Exception as err:  # noqa: BLE001 - the last line of defence against a traceback
+    except Exception as err:  # the last line of defence against a traceback
         if os.environ.get("LANEBOARD_DEBUG"):
             raise
         print(f"laneboard: internal error: {type(err).__name__}: {err}", file=sys.stderr)

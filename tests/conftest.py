@@ -1,0 +1,96 @@
+"""Test isolation and real-world fixtures.
+
+Every test runs with `HOME`, XDG dirs, git's global and system config and `LANEBOARD_HOME` in its
+own temporary directory, so neither the developer's configuration nor another test can change a
+result. Git repositories are real repositories in `tmp_path`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    home = tmp_path / "home"
+    home.mkdir()
+    gitconfig = home / ".gitconfig"
+    gitconfig.write_text(
+        "[user]\n\tname = Test Operator\n\temail = operator@example.invalid\n"
+        "[init]\n\tdefaultBranch = main\n"
+        "[advice]\n\tdetachedHead = false\n"
+    )
+    for key in list(os.environ):
+        if key.startswith(("GIT_", "LANEBOARD_", "TMUX")):
+            monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("LANEBOARD_HOME", str(tmp_path / "lbhome"))
+    monkeypatch.setenv("LANEBOARD_TMUX_SOCKET", f"lb-test-{os.getpid()}-{tmp_path.name}")
+    yield home
+
+
+def git(cwd: Path, *args: str, check: bool = True) -> str:
+    """Run git in `cwd` (tests only; the isolated environment applies) and return its stdout."""
+    result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    if check and result.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed: {result.stderr.strip()}")
+    return result.stdout.strip()
+
+
+def make_repo(path: Path) -> Path:
+    """A repository at `path` with one commit on `main` holding README.md."""
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q")
+    (path / "README.md").write_text("hello\n")
+    git(path, "add", "README.md")
+    git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo")
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> CliResult:
+    """Run `laneboard` as a separate process, as an operator or a script would."""
+    result = subprocess.run(
+        [sys.executable, "-m", "tui.cli", *args],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return CliResult(result.returncode, result.stdout, result.stderr)
+
+
+@pytest.fixture
+def cli(repo: Path):  # type: ignore[no-untyped-def]
+    """`cli("new", "x", "--no-start")` runs laneboard in the test repo."""
+
+    def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> CliResult:
+        return run_cli(*args, cwd=cwd or repo, env=env)
+
+    return run

@@ -1,0 +1,106 @@
+"""The ledger: migrations, refusal of unusable files, append-only journal, shared writers."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from core.errors import LedgerError
+from core.ledger import LEDGER_NAME, MIGRATIONS, Ledger, NameTaken, new_task_id
+from core.models import Actor, TaskState
+
+
+def _task_fields(repo_id: int, name: str) -> dict[str, object]:
+    return {
+        "id": new_task_id(),
+        "repo_id": repo_id,
+        "name": name,
+        "state": TaskState.PROVISIONING.value,
+        "base_ref": "HEAD",
+        "base_sha": "0" * 40,
+        "branch": f"lb/{name}",
+        "area": "/nowhere/.worktrees",
+        "worktree_path": f"/nowhere/.worktrees/{name}",
+    }
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Ledger:
+    return Ledger(tmp_path / LEDGER_NAME)
+
+
+def test_new_ledger_uses_wal_foreign_keys_and_latest_schema(ledger: Ledger) -> None:
+    assert ledger.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert ledger.db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert ledger.db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+
+
+def test_reopening_does_not_migrate_again(tmp_path: Path) -> None:
+    first = Ledger(tmp_path / LEDGER_NAME)
+    repo, _ = first.ensure_repo("/c", "/r", "r", Actor.CLI)
+    first.close()
+    second = Ledger(tmp_path / LEDGER_NAME)
+    assert second.repos() == [repo]
+
+
+def test_corrupt_ledger_is_refused_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / LEDGER_NAME
+    path.write_bytes(b"this is not a database at all" * 100)
+    with pytest.raises(LedgerError, match=str(path)):
+        Ledger(path)
+    assert path.read_bytes().startswith(b"this is not a database")
+
+
+def test_newer_schema_is_refused_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / LEDGER_NAME
+    Ledger(path).close()
+    raw = sqlite3.connect(path)
+    raw.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 5}")
+    raw.commit()
+    raw.close()
+    with pytest.raises(LedgerError, match=rf"{path}.*newer"):
+        Ledger(path)
+
+
+def test_journal_is_append_only(ledger: Ledger) -> None:
+    ledger.ensure_repo("/c", "/r", "r", Actor.CLI)
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        ledger.db.execute("UPDATE events SET kind = 'x'")
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        ledger.db.execute("DELETE FROM events")
+    assert [e.kind for e in ledger.events()] == ["repo.registered"]
+
+
+def test_tasks_are_never_deleted(ledger: Ledger) -> None:
+    repo, _ = ledger.ensure_repo("/c", "/r", "r", Actor.CLI)
+    ledger.insert_task(_task_fields(repo.id, "a"), Actor.CLI, {})
+    with pytest.raises(sqlite3.DatabaseError, match="never deleted"):
+        ledger.db.execute("DELETE FROM tasks")
+
+
+def test_live_name_is_unique_but_reusable_after_retirement(ledger: Ledger) -> None:
+    repo, _ = ledger.ensure_repo("/c", "/r", "r", Actor.CLI)
+    first = ledger.insert_task(_task_fields(repo.id, "a"), Actor.CLI, {})
+    with pytest.raises(NameTaken, match="'a' is taken"):
+        ledger.insert_task(_task_fields(repo.id, "a"), Actor.CLI, {})
+    ledger.update_task(first.id, actor=Actor.CLI, kind="task.failed", state=TaskState.FAILED)
+    second = ledger.insert_task(_task_fields(repo.id, "a"), Actor.CLI, {})
+    assert second.id != first.id
+    assert ledger.find_task(repo.id, "a") == second
+    assert ledger.task(first.id).disposition == "failed"
+
+
+def test_update_with_stale_expectation_is_refused(ledger: Ledger) -> None:
+    repo, _ = ledger.ensure_repo("/c", "/r", "r", Actor.CLI)
+    task = ledger.insert_task(_task_fields(repo.id, "a"), Actor.CLI, {})
+    with pytest.raises(Exception, match="another process changed it"):
+        ledger.update_task(
+            task.id,
+            actor=Actor.CLI,
+            kind="x",
+            state=TaskState.PROVISIONED,
+            expect=TaskState.PROVISIONED,
+        )
+    assert ledger.task(task.id).state is TaskState.PROVISIONING
