@@ -29,7 +29,8 @@ class Reason(StrEnum):
     NOT_A_DIRECTORY = "not-a-directory"
     """The worktree path is a file or something else, not a directory."""
     SYMLINKED = "symlinked"
-    """A path component below the area, the worktree dir or its `.git` is a symbolic link."""
+    """A path component below the area, the worktree dir, its `.git` or its admin dir is a
+    symbolic link."""
     OUTSIDE_AREA = "outside-area"
     """The worktree does not resolve to a directory strictly inside the repo's worktree area."""
     GITFILE_NOT_REGULAR = "gitfile-not-regular"
@@ -159,6 +160,10 @@ def verify_worktree(
     if not target_literal.is_absolute():
         target_literal = literal / target_literal
     admin = _resolve(raw_target, literal)
+    # Before the realpath comparison: a symlinked admin dir resolves out of `worktrees/` and would
+    # otherwise be reported as a gitdir mismatch instead of a symlink.
+    if os.path.islink(target_literal):
+        return _reject(Reason.SYMLINKED, f"the admin dir {target_literal} is a symbolic link")
     worktrees_dir = common_real / "worktrees"
     if admin.parent != worktrees_dir:
         return _reject(
@@ -173,7 +178,7 @@ def verify_worktree(
         admin_info = (worktrees_dir / admin.name).lstat()
     except OSError:
         return _reject(Reason.GITDIR_MISMATCH, f"{admin} does not exist")
-    if stat.S_ISLNK(admin_info.st_mode) or os.path.islink(target_literal):
+    if stat.S_ISLNK(admin_info.st_mode):
         return _reject(Reason.SYMLINKED, f"the admin dir {admin} is reached through a symlink")
     if not stat.S_ISDIR(admin_info.st_mode):
         return _reject(Reason.GITDIR_MISMATCH, f"{admin} is not a directory")
