@@ -4,25 +4,29 @@ The user file lives in `$LANEBOARD_HOME` when that is set (so one variable isola
 script or a second board), else in the platform's config dir. The repo file at the root overrides
 the user file section by section. A bad file is reported with its path and the offending field;
 nothing is guessed.
+
+The settings are plain frozen dataclasses validated by pydantic. pydantic is imported only when a
+file actually holds settings, so `laneboard exec` on an unconfigured machine starts without it.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from annotated_types import Ge
 
-from core.errors import ConfigError
+from core.errors import ConfigError, LaneboardError
 from core.names import check_branch_prefix
 
 REPO_CONFIG_NAME = ".laneboard.toml"
 USER_CONFIG_NAME = "config.toml"
 
-DEFAULT_REBUILDABLE = [
+DEFAULT_REBUILDABLE = (
     "node_modules/",
     "target/",
     ".venv/",
@@ -37,68 +41,82 @@ DEFAULT_REBUILDABLE = [
     ".gradle/",
     ".next/",
     "*.pyc",
-]
+)
+
+Positive = Annotated[int, Ge(1)]
+_STRICT: dict[str, Any] = {"extra": "forbid"}
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+def _default_slots() -> int:
+    return max(1, os.cpu_count() or 1)
 
 
-class WorktreeSettings(_Section):
+@dataclass(frozen=True)
+class WorktreeSettings:
+    __pydantic_config__ = _STRICT
+
     area: Literal["inside", "sibling"] = "inside"
     """`inside`: `<root>/.worktrees/<name>`; `sibling`: `<root>/../<repo>.worktrees/<name>` (for
     tools such as Cargo that search parent directories for their config)."""
 
 
-class LaneSettings(_Section):
-    slots: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1)
+@dataclass(frozen=True)
+class LaneSettings:
+    __pydantic_config__ = _STRICT
+
+    slots: Positive = field(default_factory=_default_slots)
     """Machine-wide number of leases that may run at once. `LANEBOARD_SLOTS` overrides it."""
-    repo_cap: int | None = Field(default=None, ge=1)
+    repo_cap: Positive | None = None
     """At most this many running leases per repo; None means only `slots` limits it."""
-    wrap: list[str] = Field(default_factory=list)
+    wrap: tuple[str, ...] = ()
     """Commands routed through the task's lane by shims in the agent's PATH (`cargo`, `make` …)."""
 
 
-class ProvisionSettings(_Section):
-    copy_files: list[str] = Field(default_factory=list, alias="copy")
+@dataclass(frozen=True)
+class ProvisionSettings:
+    __pydantic_config__ = _STRICT
+
+    copy: tuple[str, ...] = ()
     """Untracked files (glob patterns relative to the root) copied into each new worktree."""
-    setup: str | list[str] | None = None
+    setup: str | tuple[str, ...] | None = None
     """Run in the new worktree after creation: a list is an argv; a string runs with
     `/bin/sh -c`."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
+@dataclass(frozen=True)
+class CleanupSettings:
+    __pydantic_config__ = _STRICT
 
-class CleanupSettings(_Section):
-    rebuildable: list[str] = Field(default_factory=lambda: list(DEFAULT_REBUILDABLE))
+    rebuildable: tuple[str, ...] = DEFAULT_REBUILDABLE
     """Ignored files and directories that removal may delete because tools rebuild them."""
 
 
-class AgentSettings(_Section):
-    max_running: int = Field(default=4, ge=1)
+@dataclass(frozen=True)
+class AgentSettings:
+    __pydantic_config__ = _STRICT
+
+    max_running: Positive = 4
     """Agent sessions that may run at once; further tasks wait in `queued`."""
 
 
-class Settings(_Section):
+@dataclass(frozen=True)
+class Settings:
     """Everything laneboard reads from configuration, merged from user and repo files."""
+
+    __pydantic_config__ = _STRICT
 
     branch_prefix: str = "lb"
     """Task branches are `<branch_prefix>/<task name>`."""
-    worktrees: WorktreeSettings = Field(default_factory=WorktreeSettings)
-    lanes: LaneSettings = Field(default_factory=LaneSettings)
-    provision: ProvisionSettings = Field(default_factory=ProvisionSettings)
-    cleanup: CleanupSettings = Field(default_factory=CleanupSettings)
-    agents: AgentSettings = Field(default_factory=AgentSettings)
-    gate: str | list[str] | None = None
+    worktrees: WorktreeSettings = field(default_factory=WorktreeSettings)
+    lanes: LaneSettings = field(default_factory=LaneSettings)
+    provision: ProvisionSettings = field(default_factory=ProvisionSettings)
+    cleanup: CleanupSettings = field(default_factory=CleanupSettings)
+    agents: AgentSettings = field(default_factory=AgentSettings)
+    gate: str | tuple[str, ...] | None = None
     """The repo's check command, run before integration."""
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
     """Extra environment for commands run in a worktree (e.g. `CARGO_TARGET_DIR`)."""
     theme: str | None = None
-
-    @field_validator("branch_prefix")
-    @classmethod
-    def _prefix_is_a_ref(cls, value: str) -> str:
-        return check_branch_prefix(value)
 
 
 def home() -> Path | None:
@@ -140,12 +158,21 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def _validate(data: dict[str, Any], source: str) -> Settings:
+    if not data:
+        return Settings()
+    from pydantic import TypeAdapter, ValidationError
+
     try:
-        return Settings.model_validate(data)
+        settings = TypeAdapter(Settings).validate_python(data)
     except ValidationError as err:
         first = err.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or "(top level)"
-        raise ConfigError(f"{source}: field {field}: {first['msg']}") from None
+        where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+        raise ConfigError(f"{source}: field {where}: {first['msg']}") from None
+    try:
+        check_branch_prefix(settings.branch_prefix)
+    except LaneboardError as err:
+        raise ConfigError(f"{source}: field branch_prefix: {err}") from None
+    return settings
 
 
 def load_settings(root: Path | None = None) -> Settings:
@@ -166,7 +193,7 @@ def load_settings(root: Path | None = None) -> Settings:
     if slots is not None:
         if not slots.isdigit() or int(slots) < 1:
             raise ConfigError(f"LANEBOARD_SLOTS={slots!r}: must be a whole number of at least 1")
-        settings = settings.model_copy(
-            update={"lanes": settings.lanes.model_copy(update={"slots": int(slots)})}
-        )
+        from dataclasses import replace
+
+        settings = replace(settings, lanes=replace(settings.lanes, slots=int(slots)))
     return settings

@@ -1,9 +1,9 @@
-"""The ledger: one SQLite file of repos, tasks, ownership facts, leases and the event journal.
+"""The ledger's records of repos, tasks, ownership facts and the append-only event journal.
 
-Owns every read and write of that file. Shared by every laneboard process at once (TUI, CLI,
-`exec`, hooks), so each change is one `BEGIN IMMEDIATE` transaction; never a read-modify-write
-outside one. Nothing is deleted: triggers make the journal append-only and forbid deleting tasks.
-Schema changes are numbered migrations; a ledger from a newer laneboard is refused, not guessed at.
+Owns every read and write of those tables (leases belong to `core.leases`, the file and its
+schema to `core.db`). Shared by every laneboard process at once (TUI, CLI, `exec`, hooks), so each
+change is one `BEGIN IMMEDIATE` transaction; never a read-modify-write outside one. Nothing is
+deleted: triggers make the journal append-only and forbid deleting tasks.
 """
 
 from __future__ import annotations
@@ -12,98 +12,14 @@ import json
 import secrets
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from core.db import Database, default_path
 from core.errors import LaneboardError, LedgerError
+from core.identity import Identity
 from core.lifecycle import DISPOSITION_OF, check_transition
-from core.models import Actor, Event, Identity, Repo, Task, TaskState
-
-LEDGER_NAME = "ledger.sqlite3"
-BUSY_TIMEOUT_MS = 30_000
-
-MIGRATIONS: Sequence[str] = (
-    # 1: repos, tasks, the journal, leases.
-    """
-    CREATE TABLE repos (
-        id INTEGER PRIMARY KEY,
-        common_dir TEXT NOT NULL UNIQUE,
-        root TEXT NOT NULL,
-        name TEXT NOT NULL,
-        created_at REAL NOT NULL
-    );
-    CREATE TABLE tasks (
-        id TEXT PRIMARY KEY,
-        repo_id INTEGER NOT NULL REFERENCES repos(id),
-        name TEXT NOT NULL,
-        state TEXT NOT NULL,
-        base_ref TEXT NOT NULL,
-        base_sha TEXT NOT NULL,
-        branch TEXT NOT NULL,
-        branch_created_by_us INTEGER NOT NULL DEFAULT 0,
-        branch_tip_at_creation TEXT,
-        area TEXT NOT NULL,
-        worktree_path TEXT NOT NULL,
-        admin_name TEXT,
-        worktree_created_by_us INTEGER NOT NULL DEFAULT 0,
-        dir_dev INTEGER, dir_ino INTEGER, gitfile_dev INTEGER, gitfile_ino INTEGER,
-        agent_profile TEXT,
-        agent_argv TEXT,
-        tmux_socket TEXT, tmux_session TEXT, tmux_window TEXT, tmux_pane TEXT,
-        reviewed_sha TEXT,
-        finalized_sha TEXT,
-        disposition TEXT,
-        retired_at REAL,
-        owner_pid INTEGER,
-        owner_start INTEGER,
-        created_at REAL NOT NULL,
-        updated_at REAL NOT NULL
-    );
-    CREATE UNIQUE INDEX tasks_live_name ON tasks(repo_id, name) WHERE retired_at IS NULL;
-    CREATE INDEX tasks_by_repo ON tasks(repo_id, created_at);
-    CREATE TRIGGER tasks_never_deleted BEFORE DELETE ON tasks
-        BEGIN SELECT RAISE(ABORT, 'tasks are never deleted'); END;
-    CREATE TABLE events (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        task_id TEXT REFERENCES tasks(id),
-        repo_id INTEGER REFERENCES repos(id),
-        at REAL NOT NULL,
-        kind TEXT NOT NULL,
-        actor TEXT NOT NULL,
-        data TEXT NOT NULL DEFAULT '{}'
-    );
-    CREATE INDEX events_by_task ON events(task_id, seq);
-    CREATE TRIGGER events_append_only_update BEFORE UPDATE ON events
-        BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END;
-    CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
-        BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END;
-    CREATE TABLE leases (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        repo_id INTEGER NOT NULL REFERENCES repos(id),
-        lane TEXT REFERENCES tasks(id),
-        kind TEXT NOT NULL,
-        state TEXT NOT NULL,
-        holder_pid INTEGER NOT NULL,
-        holder_start INTEGER NOT NULL,
-        command TEXT NOT NULL,
-        created_at REAL NOT NULL,
-        admitted_at REAL,
-        released_at REAL,
-        release_reason TEXT
-    );
-    CREATE INDEX leases_active ON leases(state) WHERE state != 'released';
-    CREATE TABLE snapshots (
-        task_id TEXT NOT NULL REFERENCES tasks(id),
-        n INTEGER NOT NULL,
-        ref TEXT NOT NULL,
-        sha TEXT NOT NULL,
-        created_at REAL NOT NULL,
-        PRIMARY KEY (task_id, n)
-    );
-    """,
-)
+from core.models import Actor, Event, Repo, Task, TaskState
 
 
 class NameTaken(LaneboardError):
@@ -124,7 +40,7 @@ def _task_from_row(row: sqlite3.Row) -> Task:
             gitfile_dev=row["gitfile_dev"],
             gitfile_ino=row["gitfile_ino"],
         )
-    data = {key: row[key] for key in row.keys() if key not in Identity.model_fields}  # noqa: SIM118
+    data = {key: row[key] for key in row.keys() if key not in Identity.FIELDS}  # noqa: SIM118
     data["identity"] = identity
     data["agent_argv"] = json.loads(row["agent_argv"]) if row["agent_argv"] else None
     data["branch_created_by_us"] = bool(row["branch_created_by_us"])
@@ -139,74 +55,24 @@ def _repo_from_row(row: sqlite3.Row) -> Repo:
 
 
 class Ledger:
-    """One process's connection to the ledger file.
+    """Repos, tasks and the journal, over one `Database`.
 
     Not shared between threads: open one `Ledger` per thread (cheap; SQLite's own locking and the
     busy timeout serialize writers across threads and processes).
     """
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(
-                path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
-            )
-        except (OSError, sqlite3.Error) as err:
-            raise LedgerError(f"cannot open the ledger {path}: {err}") from None
-        self._db.row_factory = sqlite3.Row
-        try:
-            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            self._db.execute("PRAGMA foreign_keys = ON")
-            mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if mode.lower() != "wal":
-                raise LedgerError(f"the ledger {path} cannot use WAL mode (got {mode})")
-            self._migrate()
-        except sqlite3.DatabaseError as err:
-            self._db.close()
-            raise LedgerError(
-                f"the ledger {path} is not a usable laneboard ledger: {err}"
-            ) from None
+    def __init__(self, path: Path | Database) -> None:
+        self.database = path if isinstance(path, Database) else Database(path)
+        self.path = self.database.path
+        self._db = self.database.conn
+        self.transaction = self.database.transaction
 
     @classmethod
     def open_default(cls) -> Ledger:
-        from core.config import state_dir
-
-        return cls(state_dir() / LEDGER_NAME)
+        return cls(default_path())
 
     def close(self) -> None:
-        self._db.close()
-
-    def _migrate(self) -> None:
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version > len(MIGRATIONS):
-            raise LedgerError(
-                f"the ledger {self.path} has schema version {version}, newer than this laneboard "
-                f"understands ({len(MIGRATIONS)}); upgrade laneboard"
-            )
-        if version == len(MIGRATIONS):
-            return
-        with self.transaction() as db:
-            # Re-read inside the write lock: another process may have migrated meanwhile.
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            for number in range(version, len(MIGRATIONS)):
-                for statement in MIGRATIONS[number].split(";\n"):
-                    if statement.strip():
-                        db.execute(statement)
-                db.execute(f"PRAGMA user_version = {number + 1}")
-
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction: `BEGIN IMMEDIATE` takes the write lock up front, so the reads made
-        inside it cannot be invalidated by another writer before the commit."""
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        else:
-            self._db.execute("COMMIT")
+        self.database.close()
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -313,7 +179,7 @@ class Ledger:
         """
         identity = fields.pop("identity", None)
         if isinstance(identity, Identity):
-            fields.update(identity.model_dump())
+            fields.update(identity.as_dict())
         if "agent_argv" in fields and fields["agent_argv"] is not None:
             fields["agent_argv"] = json.dumps(fields["agent_argv"])
         with self.transaction() as db:

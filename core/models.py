@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.identity import Identity
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -63,18 +65,6 @@ class Actor(StrEnum):
     HOOK = "hook"
     CONTROLLER = "controller"
     DOCTOR = "doctor"
-
-
-class Identity(_Frozen):
-    """Device and inode of a worktree dir and its `.git` file, pinned right after creation.
-
-    A moved, copied or replaced worktree has another identity, so verification rejects it.
-    """
-
-    dir_dev: int
-    dir_ino: int
-    gitfile_dev: int
-    gitfile_ino: int
 
 
 class Repo(_Frozen):
@@ -139,48 +129,3 @@ class Event(_Frozen):
     kind: str
     actor: Actor
     data: dict[str, Any] = Field(default_factory=dict)
-
-
-class LeaseState(StrEnum):
-    """A lease waits, then runs while its command lives, then is released."""
-
-    WAITING = "waiting"
-    RUNNING = "running"
-    RELEASED = "released"
-
-
-class LeaseKind(StrEnum):
-    """What a lease was taken for."""
-
-    EXEC = "exec"
-    PROVISION = "provision"
-    REMOVE = "remove"
-    RESTORE = "restore"
-    INTEGRATE = "integrate"
-    SETUP = "setup"
-
-
-class Lease(_Frozen):
-    """A claim on a lane. `seq` orders arrivals; `lane` is None for the repo's root lane.
-
-    Released only after the holder's command has exited (or the holder is dead), never merely
-    because a stop was requested.
-    """
-
-    seq: int
-    repo_id: int
-    lane: str | None
-    kind: LeaseKind
-    state: LeaseState
-    holder_pid: int
-    holder_start: int
-    command: list[str]
-    created_at: float
-    admitted_at: float | None = None
-    released_at: float | None = None
-    release_reason: str | None = None
-
-    @property
-    def is_root(self) -> bool:
-        """A root-lane lease conflicts with every lane of its repo."""
-        return self.lane is None

@@ -13,6 +13,7 @@ import glob
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from core.git import (
     worktree_remove,
     worktree_unlock,
 )
+from core.leases import Lease, LeaseKind
 from core.ledger import Ledger, NameTaken, new_task_id
 from core.models import Actor, Task, TaskState
 from core.names import branch_for
@@ -46,9 +48,23 @@ def lock_reason(task_id: str) -> str:
     return f"{LOCK_PREFIX}{task_id}"
 
 
-def provision(ctx: RepoContext, ledger: Ledger, name: str, base_ref: str, actor: Actor) -> Task:
+OnWait = Callable[[Lease], None] | None
+
+
+def provision(
+    ctx: RepoContext,
+    ledger: Ledger,
+    name: str,
+    base_ref: str,
+    actor: Actor,
+    on_wait: OnWait = None,
+) -> Task:
     """Create task `name` with branch `<prefix>/<name>` and a worktree at `<area>/<name>`, both at
-    the commit `base_ref` names now. Every check that can refuse runs before the first write."""
+    the commit `base_ref` names now. Every check that can refuse runs before the first write.
+
+    `git worktree add` runs under a root-lane lease (it writes shared git metadata), so it waits
+    for in-flight lane commands of the repo and holds back later ones; `on_wait` hears about it.
+    """
     branch = branch_for(ctx.settings.branch_prefix, name)
     existing = ledger.live_task(ctx.repo.id, name)
     if existing is not None:
@@ -83,30 +99,38 @@ def provision(ctx: RepoContext, ledger: Ledger, name: str, base_ref: str, actor:
         {"base_ref": base_ref, "base_sha": base_sha, "branch": branch, "path": str(path)},
     )
     faults.checkpoint("provision.after_intent")
+    add = ["git", "worktree", "add", "-b", branch, str(path), base_sha]
     try:
-        _ensure_excluded(ctx, ledger, task, actor)
-        area.mkdir(parents=True, exist_ok=True)
-        worktree_add(ctx.root, path, branch, base_sha, lock_reason(task.id))
-        task = ledger.update_task(
-            task.id,
-            actor=actor,
-            kind="worktree.created",
-            data={"path": str(path), "branch": branch, "tip": base_sha},
-            branch_created_by_us=True,
-            worktree_created_by_us=True,
-            branch_tip_at_creation=base_sha,
-        )
-        faults.checkpoint("provision.after_worktree_add")
+        with ctx.lane(ledger, None, LeaseKind.PROVISION, add, on_wait):
+            _ensure_excluded(ctx, ledger, task, actor)
+            area.mkdir(parents=True, exist_ok=True)
+            worktree_add(ctx.root, path, branch, base_sha, lock_reason(task.id))
+            task = ledger.update_task(
+                task.id,
+                actor=actor,
+                kind="worktree.created",
+                data={"path": str(path), "branch": branch, "tip": base_sha},
+                branch_created_by_us=True,
+                worktree_created_by_us=True,
+                branch_tip_at_creation=base_sha,
+            )
+            faults.checkpoint("provision.after_worktree_add")
     except LaneboardError as err:
         # Before `worktree.created` is journalled the task owns nothing, so rollback removes
         # nothing: a failed `worktree add` cleans up after itself.
-        task = rollback(ctx, ledger, task, reason=str(err), actor=actor)
+        task = rollback(ctx, ledger, task, reason=str(err), actor=actor, on_wait=on_wait)
         raise ProvisionFailed(f"provisioning {name} failed: {err}") from None
-    return finish(ctx, ledger, task, actor, setup_is_ours=True)
+    return finish(ctx, ledger, task, actor, setup_is_ours=True, on_wait=on_wait)
 
 
 def finish(
-    ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor, *, setup_is_ours: bool
+    ctx: RepoContext,
+    ledger: Ledger,
+    task: Task,
+    actor: Actor,
+    *,
+    setup_is_ours: bool,
+    on_wait: OnWait = None,
 ) -> Task:
     """Run every step after `git worktree add` that the journal does not show as done, then mark
     the task provisioned. Idempotent; `doctor` calls it to finish an interrupted provisioning.
@@ -122,12 +146,14 @@ def finish(
             _copy_files(ctx, ledger, task, actor)
         faults.checkpoint("provision.after_copy")
         if "setup.done" not in done:
-            _run_setup(ctx, ledger, task, actor)
+            _run_setup(ctx, ledger, task, actor, on_wait)
         faults.checkpoint("provision.after_setup")
         if _locked_by_us(ctx, task):
             worktree_unlock(ctx.root, Path(task.worktree_path))
     except LaneboardError as err:
-        rollback(ctx, ledger, task, reason=str(err), actor=actor, force=setup_is_ours)
+        rollback(
+            ctx, ledger, task, reason=str(err), actor=actor, force=setup_is_ours, on_wait=on_wait
+        )
         raise ProvisionFailed(f"provisioning {task.name} failed: {err}") from None
     return ledger.update_task(
         task.id,
@@ -184,7 +210,7 @@ def _pin(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> Task:
         task.id,
         actor=actor,
         kind="worktree.pinned",
-        data={"admin_name": verdict.admin_name, **verdict.identity.model_dump()},
+        data={"admin_name": verdict.admin_name, **verdict.identity.as_dict()},
         admin_name=verdict.admin_name,
         identity=verdict.identity,
     )
@@ -199,7 +225,7 @@ def _copy_files(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> N
     copied: list[str] = []
     skipped: list[str] = []
     worktree = Path(task.worktree_path)
-    for pattern in ctx.settings.provision.copy_files:
+    for pattern in ctx.settings.provision.copy:
         for match in sorted(glob.glob(pattern, root_dir=ctx.root, recursive=True)):
             source = ctx.root / match
             if source.is_symlink() or not source.is_file():
@@ -220,8 +246,9 @@ def _copy_files(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> N
     )
 
 
-def _run_setup(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> None:
-    """Run the configured setup command in the worktree; a non-zero exit fails provisioning."""
+def _run_setup(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor, on_wait: OnWait) -> None:
+    """Run the configured setup command in the worktree, holding its worktree lane (the worktree
+    was verified just before); a non-zero exit fails provisioning."""
     setup = ctx.settings.provision.setup
     if not setup:
         ledger.append_event(task.id, ctx.repo.id, "setup.done", actor, {"command": None})
@@ -235,17 +262,18 @@ def _run_setup(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> No
         "LANEBOARD_WORKTREE": task.worktree_path,
         "LANEBOARD_ROOT": str(ctx.root),
     }
-    ledger.append_event(task.id, ctx.repo.id, "setup.started", actor, {"command": argv})
     try:
-        result = subprocess.run(
-            argv,
-            cwd=task.worktree_path,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            check=False,
-        )
+        with ctx.lane(ledger, task.id, LeaseKind.SETUP, argv, on_wait):
+            ledger.append_event(task.id, ctx.repo.id, "setup.started", actor, {"command": argv})
+            result = subprocess.run(
+                argv,
+                cwd=task.worktree_path,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                check=False,
+            )
     except OSError as err:
         raise LaneboardError(f"setup command {argv[0]!r} could not start: {err.strerror}") from None
     tail = result.stdout.decode(errors="replace").splitlines()[-SETUP_TAIL_LINES:]
@@ -278,24 +306,44 @@ def rollback(
     reason: str,
     actor: Actor,
     force: bool = True,
+    on_wait: OnWait = None,
 ) -> Task:
     """Undo exactly what this task created and mark it failed.
 
     The worktree is removed only if the ledger says laneboard created it and it still verifies
     as that worktree; `force` (files inside may be discarded) is allowed only when this process
-    made every file there. The branch is deleted only if laneboard created it and it still points
-    at its creation tip (compare-and-swap), so commits made on it are never lost. What is kept
-    is said in the journal and in the failure reason.
+    made every file there. The branch is deleted only if laneboard created it, no worktree has it
+    checked out, and it still points at its creation tip (compare-and-swap), so commits made on
+    it are never lost. What is kept is said in the journal and in the failure reason. Removal is a
+    root-lane operation: it waits for in-flight lane commands of the repo.
     """
-    path = Path(task.worktree_path)
-    kept: list[str] = []
     ledger.append_event(
         task.id,
         ctx.repo.id,
         "rollback.intent",
         actor,
-        {"path": str(path), "branch": task.branch, "tip": task.branch_tip_at_creation},
+        {"path": task.worktree_path, "branch": task.branch, "tip": task.branch_tip_at_creation},
     )
+    command = ["laneboard", "rollback", task.name]
+    with ctx.lane(ledger, None, LeaseKind.REMOVE, command, on_wait):
+        kept = _undo(ctx, ledger, task, actor, force=force)
+    full_reason = "; ".join([reason, *kept])
+    return ledger.update_task(
+        task.id,
+        actor=actor,
+        kind="task.failed",
+        data={"reason": full_reason, "kept": kept},
+        state=TaskState.FAILED,
+        owner_pid=None,
+        owner_start=None,
+    )
+
+
+def _undo(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor, *, force: bool) -> list[str]:
+    """Remove the task's worktree and branch where the ledger proves them its own; return what
+    was kept and why."""
+    path = Path(task.worktree_path)
+    kept: list[str] = []
     if task.worktree_created_by_us and _registered(ctx, task):
         verdict = verify_worktree(
             path,
@@ -316,7 +364,10 @@ def rollback(
                 )
             except LaneboardError as err:
                 kept.append(f"worktree {path} kept: {err}")
-    if task.branch_created_by_us and task.branch_tip_at_creation:
+    checked_out = [e.path for e in worktree_list(ctx.root) if e.branch == task.branch]
+    if checked_out and task.branch_created_by_us:
+        kept.append(f"branch {task.branch} kept: checked out at {checked_out[0]}")
+    elif task.branch_created_by_us and task.branch_tip_at_creation:
         if delete_ref_if(ctx.root, f"refs/heads/{task.branch}", task.branch_tip_at_creation):
             ledger.append_event(
                 task.id,
@@ -327,16 +378,7 @@ def rollback(
             )
         elif ctx.git.branch_tip(task.branch) is not None:
             kept.append(f"branch {task.branch} kept: it moved since creation")
-    full_reason = "; ".join([reason, *kept])
-    return ledger.update_task(
-        task.id,
-        actor=actor,
-        kind="task.failed",
-        data={"reason": full_reason, "kept": kept},
-        state=TaskState.FAILED,
-        owner_pid=None,
-        owner_start=None,
-    )
+    return kept
 
 
 def _require_pristine(ctx: RepoContext, ledger: Ledger, task: Task) -> None:

@@ -5,12 +5,15 @@ Built once per command from `--repo` or the current directory (the root or any w
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from core.config import Settings, load_settings
 from core.errors import LaneboardError
 from core.git import GitRepo, RepoPaths, discover
+from core.leases import Lease, LeaseKind, LeaseStore, hold
 from core.ledger import Ledger
 from core.models import Actor, Repo
 
@@ -40,6 +43,29 @@ class RepoContext:
         if self.settings.worktrees.area == "sibling":
             return self.root.parent / f"{self.root.name}.worktrees"
         return self.root / ".worktrees"
+
+    @contextmanager
+    def lane(
+        self,
+        ledger: Ledger,
+        lane: str | None,
+        kind: LeaseKind,
+        command: list[str],
+        on_wait: Callable[[Lease], None] | None = None,
+    ) -> Iterator[Lease]:
+        """Hold one of this repo's lanes (None = the root lane) for the block, after waiting for
+        admission like any `laneboard exec`."""
+        store = LeaseStore(ledger.database, self.settings.lanes.slots)
+        with hold(
+            store,
+            repo_id=self.repo.id,
+            lane=lane,
+            kind=kind,
+            command=command,
+            repo_cap=self.settings.lanes.repo_cap,
+            on_wait=on_wait,
+        ) as lease:
+            yield lease
 
 
 def open_repo(ledger: Ledger, path: Path, *, register: bool, actor: Actor) -> RepoContext:

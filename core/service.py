@@ -8,13 +8,16 @@ wire the actor (cli, tui, hook) so the journal says who did what.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from core import doctor as doctor_mod
 from core import provision as provision_mod
+from core.config import load_settings
 from core.errors import LaneboardError
 from core.git import worktree_list
+from core.leases import Lease, LeaseState, LeaseStore
 from core.ledger import Ledger
 from core.models import Actor, Event, Repo, Task
 from core.repo import RepoContext, open_repo
@@ -23,6 +26,26 @@ from core.verify import Verdict, verify_worktree
 
 class UnknownTask(LaneboardError):
     """No task of the repo has that name or id."""
+
+
+@dataclass(frozen=True)
+class LaneView:
+    """One lane of a repo as the board shows it: what runs there and what waits for it."""
+
+    label: str
+    """`root`, or the task's name."""
+    task_id: str | None
+    running: list[Lease]
+    waiting: list[Lease]
+
+
+@dataclass(frozen=True)
+class LanesReport:
+    """Every lane of the repos asked for, with the machine-wide slot count and use."""
+
+    slots: int
+    used: int
+    repos: list[tuple[Repo, list[LaneView]]]
 
 
 @dataclass(frozen=True)
@@ -54,9 +77,17 @@ class Board:
 
     # --- tasks ---------------------------------------------------------------------------
 
-    def new(self, ctx: RepoContext, name: str, *, base: str | None = None) -> Task:
-        """Provision task `name` from `base` (default: the root's HEAD)."""
-        return provision_mod.provision(ctx, self.ledger, name, base or "HEAD", self.actor)
+    def new(
+        self,
+        ctx: RepoContext,
+        name: str,
+        *,
+        base: str | None = None,
+        on_wait: Callable[[Lease], None] | None = None,
+    ) -> Task:
+        """Provision task `name` from `base` (default: the root's HEAD). `on_wait` is told when
+        provisioning has to wait for the repo's root lane."""
+        return provision_mod.provision(ctx, self.ledger, name, base or "HEAD", self.actor, on_wait)
 
     def task(self, ctx: RepoContext, name: str) -> Task:
         """The live task called `name` (or with that id), else the latest retired one."""
@@ -97,6 +128,36 @@ class Board:
         """True when git lists the task's worktree path."""
         path = os.path.realpath(task.worktree_path)
         return any(os.path.realpath(e.path) == path for e in worktree_list(ctx.root))
+
+    # --- lanes ---------------------------------------------------------------------------
+
+    def lanes(self, ctx: RepoContext | None) -> LanesReport:
+        """The root lane and each live task's worktree lane, per repo (one, or all), with their
+        running and waiting leases. Runs an admission pass first, so dead holders are reaped and
+        the wait reasons are current."""
+        settings = ctx.settings if ctx else load_settings(None)
+        store = LeaseStore(self.ledger.database, settings.lanes.slots)
+        store.run_pass()
+        active = store.active()
+        repos = [ctx.repo] if ctx else self.ledger.repos()
+        report: list[tuple[Repo, list[LaneView]]] = []
+        for repo in repos:
+            mine = [lease for lease in active if lease.repo_id == repo.id]
+            lanes = [(None, "root")] + [
+                (t.id, t.name) for t in self.ledger.tasks(repo.id, include_retired=False)
+            ]
+            views = [
+                LaneView(
+                    label=label,
+                    task_id=lane,
+                    running=[x for x in mine if x.lane == lane and x.state is LeaseState.RUNNING],
+                    waiting=[x for x in mine if x.lane == lane and x.state is LeaseState.WAITING],
+                )
+                for lane, label in lanes
+            ]
+            report.append((repo, views))
+        used = sum(1 for lease in active if lease.state is LeaseState.RUNNING)
+        return LanesReport(slots=store.slots, used=used, repos=report)
 
     # --- reconciliation ------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from core.models import Identity
+from core.identity import Identity
 
 MAX_GITFILE_BYTES = 1 << 20
 GITFILE_PREFIX = b"gitdir: "
@@ -213,3 +213,30 @@ def verify_worktree(
             f"{literal} is not the directory laneboard created (moved, copied or replaced)",
         )
     return Verdict(ok=True, admin_name=admin.name, identity=observed)
+
+
+def common_dir_of(path: Path) -> Path | None:
+    """The common git dir of the checkout containing `path` (the root or a linked worktree),
+    found by reading `.git` files upward from `path`; None when there is none.
+
+    Lenient where `verify_worktree` is strict: it only locates the repository (for the lean
+    `laneboard exec` path, which must not pay for pygit2); everything it leads to is verified
+    before use.
+    """
+    current = Path(os.path.abspath(path))
+    for directory in (current, *current.parents):
+        dotgit = directory / ".git"
+        if dotgit.is_dir():
+            return Path(os.path.realpath(dotgit))
+        content = _read_small(dotgit)
+        if content is None:
+            continue
+        content = _strip_eol(content)
+        if not content.startswith(GITFILE_PREFIX):
+            return None
+        gitdir = _resolve(content[len(GITFILE_PREFIX) :], directory)
+        commondir = _read_small(gitdir / "commondir")
+        if commondir is None:
+            return gitdir
+        return _resolve(_strip_eol(commondir), gitdir)
+    return None

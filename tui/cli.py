@@ -1,26 +1,28 @@
 """The `laneboard` command line: parse, call the application service, print, exit.
 
 Exit codes: 0 success, 1 refused (the reason on stderr, one line per reason), 2 usage error,
-75 gave up waiting. Bad input never produces a traceback; set `LANEBOARD_DEBUG=1` to see one for
-an unexpected internal error. The TUI stack is imported only when the TUI is launched.
+75 gave up waiting for a lane; `exec` exits with its command's code. Bad input never produces a
+traceback; set `LANEBOARD_DEBUG=1` to see one for an unexpected internal error.
+
+Imports are made inside each command: `laneboard exec` (run for every shimmed `cargo` or `make`)
+loads neither the TUI stack nor pygit2, and pydantic only when a config file must be validated.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from core.errors import LaneboardError, UsageError
-from core.git import NotARepository
-from core.ledger import Ledger
-from core.repo import RepoContext
-from core.service import Board
-from tui import output
+
+if TYPE_CHECKING:
+    from core.leases import Lease
+    from core.repo import RepoContext
+    from core.service import Board
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,13 +30,26 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
+def _start(args: argparse.Namespace) -> Path:
+    return Path(args.repo or os.getcwd())
+
+
+def _board() -> Board:
+    from core.ledger import Ledger
+    from core.service import Board
+
+    return Board(Ledger.open_default())
+
+
 def _repo(board: Board, args: argparse.Namespace, *, register: bool = False) -> RepoContext:
-    return board.repo(Path(args.repo or os.getcwd()), register=register)
+    return board.repo(_start(args), register=register)
 
 
 def _repo_or_none(board: Board, args: argparse.Namespace) -> RepoContext | None:
     """The repo of `--repo` or the cwd; None when the cwd is in no repo and `--repo` is absent
     (the command then covers every registered repo)."""
+    from core.git import NotARepository
+
     if args.repo:
         return _repo(board, args)
     try:
@@ -43,7 +58,10 @@ def _repo_or_none(board: Board, args: argparse.Namespace) -> RepoContext | None:
         return None
 
 
-def cmd_init(board: Board, args: argparse.Namespace) -> int:
+def cmd_init(args: argparse.Namespace) -> int:
+    from tui import output
+
+    board = _board()
     ctx, created = board.init(Path(args.path or args.repo or os.getcwd()))
     if args.json:
         output.emit_json(
@@ -54,11 +72,14 @@ def cmd_init(board: Board, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_new(board: Board, args: argparse.Namespace) -> int:
+def cmd_new(args: argparse.Namespace) -> int:
+    from tui import output
+
     if not args.no_start:
         raise UsageError("starting an agent is not available yet; pass --no-start")
+    board = _board()
     ctx = _repo(board, args, register=True)
-    task = board.new(ctx, args.name, base=args.base)
+    task = board.new(ctx, args.name, base=args.base, on_wait=_print_wait)
     if args.json:
         output.emit_json(output.task_json(task, ctx.repo))
     else:
@@ -66,7 +87,10 @@ def cmd_new(board: Board, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_ls(board: Board, args: argparse.Namespace) -> int:
+def cmd_ls(args: argparse.Namespace) -> int:
+    from tui import output
+
+    board = _board()
     ctx = _repo_or_none(board, args)
     views = board.tasks(ctx, include_retired=args.all)
     if args.json:
@@ -85,7 +109,12 @@ def cmd_ls(board: Board, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_show(board: Board, args: argparse.Namespace) -> int:
+def cmd_show(args: argparse.Namespace) -> int:
+    import json
+
+    from tui import output
+
+    board = _board()
     ctx = _repo(board, args)
     task, verdict = board.verify(ctx, args.name)
     document = output.task_json(task, ctx.repo)
@@ -102,7 +131,12 @@ def cmd_show(board: Board, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_log(board: Board, args: argparse.Namespace) -> int:
+def cmd_log(args: argparse.Namespace) -> int:
+    import json
+
+    from tui import output
+
+    board = _board()
     ctx = _repo(board, args)
     task, events = board.log(ctx, args.name)
     if args.json:
@@ -117,7 +151,10 @@ def cmd_log(board: Board, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_verify(board: Board, args: argparse.Namespace) -> int:
+def cmd_verify(args: argparse.Namespace) -> int:
+    from tui import output
+
+    board = _board()
     ctx = _repo(board, args)
     task, verdict = board.verify(ctx, args.name)
     if args.json:
@@ -129,7 +166,10 @@ def cmd_verify(board: Board, args: argparse.Namespace) -> int:
     return 0 if verdict.ok else 1
 
 
-def cmd_doctor(board: Board, args: argparse.Namespace) -> int:
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from tui import output
+
+    board = _board()
     ctx = _repo_or_none(board, args)
     report = board.doctor(ctx, fix=args.fix)
     findings = [(repo, f) for repo, found in report for f in found]
@@ -145,15 +185,75 @@ def cmd_doctor(board: Board, args: argparse.Namespace) -> int:
     return 1 if any(f.fixed is None for _, f in findings) else 0
 
 
+def _print_wait(lease: Lease) -> None:
+    """The one line a command prints when it has to wait for its lane."""
+    lane = "the root lane" if lease.lane is None else "its lane"
+    print(f"laneboard: waiting for {lane}: {lease.wait_reason}", file=sys.stderr, flush=True)
+
+
+def cmd_exec(args: argparse.Namespace) -> int:
+    from core import runner
+    from core.config import load_settings
+    from core.db import Database, default_path
+    from core.leases import LeaseStore
+
+    command = list(args.argv)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        raise UsageError("exec needs a command after `--`")
+    if (args.lane is None) == (not args.root):
+        raise UsageError("exec needs exactly one of --lane NAME or --root")
+    if args.timeout is not None and args.timeout < 0:
+        raise UsageError("--timeout must not be negative")
+    database = Database(default_path())
+    try:
+        target = runner.resolve_target(database, _start(args), args.lane)
+        settings = load_settings(target.root)
+        store = LeaseStore(database, settings.lanes.slots)
+        try:
+            return runner.run(
+                store,
+                target,
+                settings,
+                command,
+                timeout=args.timeout,
+                on_wait=None if args.quiet else _print_wait,
+            )
+        except BaseException as err:
+            code = runner.exit_code_for(err)
+            if code is None:
+                raise
+            return code
+    finally:
+        database.close()
+
+
+def cmd_lanes(args: argparse.Namespace) -> int:
+    from tui import output
+
+    board = _board()
+    ctx = _repo_or_none(board, args)
+    report = board.lanes(ctx)
+    if args.json:
+        output.emit_json(output.lanes_json(report))
+    else:
+        print(output.lanes_text(report))
+    return 0
+
+
 def _parser() -> _Parser:
     parser = _Parser(prog="laneboard", description="Supervise coding agents in parallel worktrees.")
     parser.add_argument("--repo", metavar="PATH", help="the repository (default: the current one)")
-    sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="subcommand", parser_class=_Parser, metavar="COMMAND")
 
-    def add(name: str, handler: Callable[[Board, argparse.Namespace], int], help: str) -> _Parser:
+    def add(
+        name: str, handler: Callable[[argparse.Namespace], int], help: str, *, json: bool = True
+    ) -> _Parser:
         command = sub.add_parser(name, help=help, description=help)
         command.set_defaults(handler=handler)
-        command.add_argument("--json", action="store_true", help="print JSON (docs/cli.md)")
+        if json:
+            command.add_argument("--json", action="store_true", help="print JSON (docs/cli.md)")
         command.add_argument(
             "--repo", metavar="PATH", default=argparse.SUPPRESS, help="the repository"
         )
@@ -179,21 +279,28 @@ def _parser() -> _Parser:
 
     doctor = add("doctor", cmd_doctor, "reconcile the ledger with git; report, fix what is exact")
     doctor.add_argument("--fix", action="store_true", help="finish or undo interrupted changes")
+
+    run = add("exec", cmd_exec, "run a command in a lane, waiting for admission", json=False)
+    where = run.add_mutually_exclusive_group()
+    where.add_argument("--lane", metavar="NAME", help="the task whose worktree lane to use")
+    where.add_argument("--root", action="store_true", help="the repository's root lane")
+    run.add_argument("--timeout", type=float, metavar="SECONDS", help="give up waiting (exit 75)")
+    run.add_argument("--quiet", action="store_true", help="do not say what it waits for")
+    run.add_argument("argv", nargs=argparse.REMAINDER, help="-- CMD [ARG ...]")
+
+    add("lanes", cmd_lanes, "show every lane: running and waiting leases, slots")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `laneboard` console script."""
     try:
-        args = _parser().parse_args(argv)
-        if args.command is None:
-            _parser().print_help()
+        parser = _parser()
+        args = parser.parse_args(argv)
+        if args.subcommand is None:
+            parser.print_help()
             return 0
-        ledger = Ledger.open_default()
-        try:
-            return int(args.handler(Board(ledger), args))
-        finally:
-            ledger.close()
+        return int(args.handler(args))
     except LaneboardError as err:
         print(f"laneboard: {err}", file=sys.stderr)
         for detail in err.details:

@@ -7,12 +7,16 @@ rename or remove them.
 from __future__ import annotations
 
 import json
+import shlex
 import sys
+import time
 from datetime import UTC, datetime
 from typing import Any
 
 from core.doctor import Finding
+from core.leases import Lease
 from core.models import Event, Repo, Task
+from core.service import LanesReport
 from core.verify import Verdict
 
 
@@ -38,7 +42,7 @@ def task_json(task: Task, repo: Repo) -> dict[str, Any]:
         "worktree_area": task.area,
         "worktree_admin_name": task.admin_name,
         "worktree_created_by_us": task.worktree_created_by_us,
-        "identity": task.identity.model_dump() if task.identity else None,
+        "identity": task.identity.as_dict() if task.identity else None,
         "reviewed_sha": task.reviewed_sha,
         "finalized_sha": task.finalized_sha,
         "disposition": task.disposition.value if task.disposition else None,
@@ -79,6 +83,76 @@ def finding_json(repo: Repo, finding: Finding) -> dict[str, Any]:
         "detail": finding.detail,
         "fixed": finding.fixed,
     }
+
+
+def lease_json(lease: Lease) -> dict[str, Any]:
+    return {
+        "seq": lease.seq,
+        "lane": lease.lane,
+        "kind": lease.kind.value,
+        "state": lease.state.value,
+        "command": lease.command,
+        "pid": lease.holder_pid,
+        "child_pid": lease.child_pid,
+        "created_at": iso(lease.created_at),
+        "admitted_at": iso(lease.admitted_at),
+        "wait_reason": lease.wait_reason,
+    }
+
+
+def lanes_json(report: LanesReport) -> dict[str, Any]:
+    return {
+        "slots": report.slots,
+        "used": report.used,
+        "free": max(0, report.slots - report.used),
+        "repos": [
+            {
+                "repo": repo.root,
+                "lanes": [
+                    {
+                        "lane": view.label,
+                        "task_id": view.task_id,
+                        "running": [lease_json(x) for x in view.running],
+                        "waiting": [lease_json(x) for x in view.waiting],
+                    }
+                    for view in views
+                ],
+            }
+            for repo, views in report.repos
+        ],
+    }
+
+
+def _since(at: float | None) -> str:
+    if at is None:
+        return ""
+    seconds = max(0, int(time.time() - at))
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def lanes_text(report: LanesReport) -> str:
+    """Per repo: each lane's state (idle, running with command and pid, waiting with reason)."""
+    free = max(0, report.slots - report.used)
+    lines = [f"slots: {report.used} of {report.slots} used, {free} free"]
+    for repo, views in report.repos:
+        lines.append(f"{repo.root}")
+        for view in views:
+            if not view.running and not view.waiting:
+                lines.append(f"  {view.label:<20} idle")
+            for lease in view.running:
+                command = shlex.join(lease.command)
+                pid = lease.child_pid or lease.holder_pid
+                lines.append(
+                    f"  {view.label:<20} running #{lease.seq} `{command}` "
+                    f"(pid {pid}, {_since(lease.admitted_at)})"
+                )
+            for lease in view.waiting:
+                command = shlex.join(lease.command)
+                lines.append(
+                    f"  {view.label:<20} waiting #{lease.seq} `{command}` "
+                    f"({lease.wait_reason}, {_since(lease.created_at)})"
+                )
+    return "\n".join(lines)
 
 
 def emit_json(document: Any) -> None:

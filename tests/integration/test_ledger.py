@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from core.db import LEDGER_NAME, MIGRATIONS
 from core.errors import LedgerError
-from core.ledger import LEDGER_NAME, MIGRATIONS, Ledger, NameTaken, new_task_id
+from core.ledger import Ledger, NameTaken, new_task_id
 from core.models import Actor, TaskState
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from core.models import Identity
+from core.identity import Identity
 from core.verify import MAX_GITFILE_BYTES, Reason, Verdict, verify_worktree
 from tests.conftest import git, make_repo
 

@@ -1,0 +1,191 @@
+"""The ledger's SQLite file: connection settings, numbered migrations, write transactions.
+
+Owns nothing but the file's health and schema; `core.ledger` (tasks, events) and `core.leases`
+(lane admission) build on it. Imports no pydantic, so the lean `laneboard exec` path stays fast.
+A corrupt file or one written by a newer laneboard is refused with the file's name; nothing is
+guessed and nothing is rewritten.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from core.errors import LedgerError
+
+LEDGER_NAME = "ledger.sqlite3"
+BUSY_TIMEOUT_MS = 30_000
+
+MIGRATIONS: Sequence[str] = (
+    # 1: repos, tasks, the journal, leases.
+    """
+    CREATE TABLE repos (
+        id INTEGER PRIMARY KEY,
+        common_dir TEXT NOT NULL UNIQUE,
+        root TEXT NOT NULL,
+        name TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE TABLE tasks (
+        id TEXT PRIMARY KEY,
+        repo_id INTEGER NOT NULL REFERENCES repos(id),
+        name TEXT NOT NULL,
+        state TEXT NOT NULL,
+        base_ref TEXT NOT NULL,
+        base_sha TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        branch_created_by_us INTEGER NOT NULL DEFAULT 0,
+        branch_tip_at_creation TEXT,
+        area TEXT NOT NULL,
+        worktree_path TEXT NOT NULL,
+        admin_name TEXT,
+        worktree_created_by_us INTEGER NOT NULL DEFAULT 0,
+        dir_dev INTEGER, dir_ino INTEGER, gitfile_dev INTEGER, gitfile_ino INTEGER,
+        agent_profile TEXT,
+        agent_argv TEXT,
+        tmux_socket TEXT, tmux_session TEXT, tmux_window TEXT, tmux_pane TEXT,
+        reviewed_sha TEXT,
+        finalized_sha TEXT,
+        disposition TEXT,
+        retired_at REAL,
+        owner_pid INTEGER,
+        owner_start INTEGER,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE UNIQUE INDEX tasks_live_name ON tasks(repo_id, name) WHERE retired_at IS NULL;
+    CREATE INDEX tasks_by_repo ON tasks(repo_id, created_at);
+    CREATE TRIGGER tasks_never_deleted BEFORE DELETE ON tasks
+        BEGIN SELECT RAISE(ABORT, 'tasks are never deleted'); END;
+    CREATE TABLE events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id TEXT REFERENCES tasks(id),
+        repo_id INTEGER REFERENCES repos(id),
+        at REAL NOT NULL,
+        kind TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        data TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX events_by_task ON events(task_id, seq);
+    CREATE TRIGGER events_append_only_update BEFORE UPDATE ON events
+        BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END;
+    CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
+        BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END;
+    CREATE TABLE leases (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        repo_id INTEGER NOT NULL REFERENCES repos(id),
+        lane TEXT REFERENCES tasks(id),
+        kind TEXT NOT NULL,
+        state TEXT NOT NULL,
+        holder_pid INTEGER NOT NULL,
+        holder_start INTEGER NOT NULL,
+        command TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        admitted_at REAL,
+        released_at REAL,
+        release_reason TEXT
+    );
+    CREATE INDEX leases_active ON leases(state) WHERE state != 'released';
+    CREATE TABLE snapshots (
+        task_id TEXT NOT NULL REFERENCES tasks(id),
+        n INTEGER NOT NULL,
+        ref TEXT NOT NULL,
+        sha TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (task_id, n)
+    );
+    """,
+    # 2: what lane admission needs across processes.
+    """
+    ALTER TABLE leases ADD COLUMN child_pid INTEGER;
+    ALTER TABLE leases ADD COLUMN child_start INTEGER;
+    ALTER TABLE leases ADD COLUMN wake TEXT;
+    ALTER TABLE leases ADD COLUMN wait_reason TEXT;
+    ALTER TABLE leases ADD COLUMN admit_order INTEGER;
+    ALTER TABLE leases ADD COLUMN repo_cap INTEGER;
+    ALTER TABLE leases ADD COLUMN exit_code INTEGER;
+    CREATE INDEX leases_by_admission ON leases(admit_order) WHERE admit_order IS NOT NULL;
+    """,
+)
+
+
+def default_path() -> Path:
+    """`ledger.sqlite3` in `$LANEBOARD_HOME`, else in the platform's user state dir."""
+    from core.config import state_dir
+
+    return state_dir() / LEDGER_NAME
+
+
+class Database:
+    """One connection to the ledger file, in autocommit mode with explicit write transactions.
+
+    Every laneboard process (TUI, CLI, `exec`, hooks) opens its own; SQLite's locking and the busy
+    timeout serialize writers across processes. One `Database` must not be used by two threads at
+    once.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.conn = sqlite3.connect(
+                path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            )
+        except (OSError, sqlite3.Error) as err:
+            raise LedgerError(f"cannot open the ledger {path}: {err}") from None
+        self.conn.row_factory = sqlite3.Row
+        try:
+            self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self.conn.execute("PRAGMA foreign_keys = ON")
+            self._check_version()
+            mode = self.conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                raise LedgerError(f"the ledger {path} cannot use WAL mode (got {mode})")
+            self._migrate()
+        except sqlite3.DatabaseError as err:
+            self.conn.close()
+            raise LedgerError(
+                f"the ledger {path} is not a usable laneboard ledger: {err}"
+            ) from None
+        except LedgerError:
+            self.conn.close()
+            raise
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def _check_version(self) -> int:
+        version: int = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > len(MIGRATIONS):
+            raise LedgerError(
+                f"the ledger {self.path} has schema version {version}, newer than this laneboard "
+                f"understands ({len(MIGRATIONS)}); upgrade laneboard"
+            )
+        return version
+
+    def _migrate(self) -> None:
+        if self._check_version() == len(MIGRATIONS):
+            return
+        with self.transaction() as db:
+            # Re-read inside the write lock: another process may have migrated meanwhile.
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            for number in range(version, len(MIGRATIONS)):
+                for statement in MIGRATIONS[number].split(";\n"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute(f"PRAGMA user_version = {number + 1}")
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction: `BEGIN IMMEDIATE` takes the write lock up front, so what is read
+        inside it cannot be changed by another writer before the commit."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        else:
+            self.conn.execute("COMMIT")

@@ -1,0 +1,164 @@
+"""Lane conflicts and lease admission (DESIGN.md section 4).
+
+Owns the one decision of which waiting leases may start now, and why each of the others waits.
+Pure: facts in, decision out. It must never do I/O, read a clock or import git, subprocess or
+sqlite: the ledger calls it inside its write transaction on the leases table and records what it
+returns, so that every laneboard process (TUI, CLI, hooks, `laneboard exec`) decides alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+
+class Claim(Protocol):
+    """What admission needs to know about a lease; `core.models.Lease` satisfies it.
+
+    `seq` orders arrivals and is unique across running and waiting claims. `lane` is None for the
+    repo's root lane, else a worktree lane key (the task id).
+    """
+
+    @property
+    def seq(self) -> int: ...
+
+    @property
+    def repo_id(self) -> int: ...
+
+    @property
+    def lane(self) -> str | None: ...
+
+
+def conflicts(a: Claim, b: Claim) -> bool:
+    """True when `a` and `b` may not run at the same time.
+
+    Symmetric. Lanes of different repos never conflict; a root-lane claim conflicts with every
+    claim of its repo; a worktree lane conflicts with itself and its root lane; siblings never.
+    """
+    if a.repo_id != b.repo_id:
+        return False
+    return a.lane is None or b.lane is None or a.lane == b.lane
+
+
+class WaitKind(StrEnum):
+    """Why a waiting lease was not admitted in this pass."""
+
+    SLOT = "slot"
+    """Every machine-wide slot is held by a running (or just admitted) lease."""
+    REPO_CAP = "repo-cap"
+    """The repo already runs as many leases as its cap allows."""
+    CONFLICT = "conflict"
+    """A running (or just admitted) lease holds a conflicting lane."""
+    BEHIND = "behind"
+    """An earlier waiting lease conflicts with this one and goes first (FIFO per conflict)."""
+
+
+@dataclass(frozen=True)
+class Wait:
+    """The reason one waiting lease stays waiting, as the board and `laneboard exec` show it."""
+
+    kind: WaitKind
+    other: int | None = None
+    """Seq of the lease it conflicts with or waits behind; None for slot and repo cap."""
+
+    def __str__(self) -> str:
+        match self.kind:
+            case WaitKind.SLOT:
+                return "slot"
+            case WaitKind.REPO_CAP:
+                return "repo cap"
+            case WaitKind.CONFLICT:
+                return f"conflict with #{self.other}"
+            case WaitKind.BEHIND:
+                return f"behind #{self.other}"
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The decision of one admission pass over the whole board.
+
+    Every waiting seq appears exactly once: either in `admit` or as a key of `waits`.
+    """
+
+    admit: tuple[int, ...]
+    """Seqs to start now, in increasing seq order."""
+    waits: dict[int, Wait]
+    """Every waiting seq not admitted, with the reason it waits."""
+
+
+def admit(
+    running: Sequence[Claim],
+    waiting: Sequence[Claim],
+    slots: int,
+    repo_caps: Mapping[int, int] | None = None,
+) -> Admission:
+    """Decide which waiting claims start now.
+
+    Waiting claims are considered in seq order, whatever order they are passed in. A claim waits
+    on a conflicting running or just admitted claim (CONFLICT), else on a conflicting earlier
+    waiting claim (BEHIND), else for a slot, else for the repo cap; otherwise it is admitted.
+
+    Fairness: a waiting claim holds back every later claim it conflicts with, so a root lease is
+    never starved by a stream of worktree leases; a claim that conflicts with nothing running or
+    waiting before it starts as soon as a slot (and the repo cap) allows, so one blocked lane does
+    not block independent ones. When several leases explain a wait, `other` names the lowest seq.
+
+    `repo_caps` maps a repo id to the most leases it may run at once; a repo not in it has no cap
+    beyond `slots`.
+
+    `running` may already hold more than `slots` (the config was lowered); then nothing new is
+    admitted, and nothing running is touched: stopping leases is not admission's business.
+    Raises ValueError when a seq appears twice, since the ledger's ordering is then broken.
+    """
+    seqs = [c.seq for c in running] + [c.seq for c in waiting]
+    if len(seqs) != len(set(seqs)):
+        raise ValueError("duplicate lease seq in admission input")
+
+    started: list[Claim] = list(running)
+    per_repo: dict[int, int] = {}
+    for claim in running:
+        per_repo[claim.repo_id] = per_repo.get(claim.repo_id, 0) + 1
+    admitted: list[int] = []
+    held: list[Claim] = []
+    waits: dict[int, Wait] = {}
+
+    for claim in sorted(waiting, key=lambda c: c.seq):
+        wait = _first_reason(
+            claim, started, held, slots, (repo_caps or {}).get(claim.repo_id), per_repo
+        )
+        if wait is None:
+            started.append(claim)
+            per_repo[claim.repo_id] = per_repo.get(claim.repo_id, 0) + 1
+            admitted.append(claim.seq)
+        else:
+            held.append(claim)
+            waits[claim.seq] = wait
+    return Admission(admit=tuple(admitted), waits=waits)
+
+
+def _first_reason(
+    claim: Claim,
+    started: Sequence[Claim],
+    held: Sequence[Claim],
+    slots: int,
+    repo_cap: int | None,
+    per_repo: dict[int, int],
+) -> Wait | None:
+    """The reason `claim` must wait, in order of precedence, or None when it may start."""
+    blocker = _lowest_conflict(claim, started)
+    if blocker is not None:
+        return Wait(WaitKind.CONFLICT, blocker)
+    ahead = _lowest_conflict(claim, held)
+    if ahead is not None:
+        return Wait(WaitKind.BEHIND, ahead)
+    if len(started) >= slots:
+        return Wait(WaitKind.SLOT)
+    if repo_cap is not None and per_repo.get(claim.repo_id, 0) >= repo_cap:
+        return Wait(WaitKind.REPO_CAP)
+    return None
+
+
+def _lowest_conflict(claim: Claim, others: Iterable[Claim]) -> int | None:
+    return min((o.seq for o in others if conflicts(claim, o)), default=None)

@@ -1,0 +1,437 @@
+"""Lane leases across processes: request, admission, waiting, release (DESIGN.md section 4).
+
+Owns the `leases` table. Every admission decision is made by `core.lanes.admit` inside one
+SQLite write transaction, so any number of `laneboard exec` processes, the TUI and hooks share one
+schedule. Each pass first reaps leases whose holder is dead (pid gone, or reused by a process with
+another start time) *and* whose command is gone too: a lease is released only once its command has
+exited, never when it was merely asked to stop.
+
+Waiting costs no polling: a waiter sleeps on its own FIFO (written by whoever admits it) and on
+pidfds of the running holders (so a holder's death wakes it at once); a slow safety timer covers
+only what neither can signal. Imports no pydantic and no pygit2 (the `exec` path must start fast).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import select
+import shlex
+import stat
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from sqlite3 import Connection, Row
+
+from core import lanes, procs
+from core.db import Database
+from core.errors import LaneboardError, WaitTimeout
+
+LEASE_ENV = "LANEBOARD_LEASE"
+"""Set in a command's environment to the seq of the lease it runs under."""
+SAFETY_WAKE_SECONDS = 2.0
+"""Upper bound on how long a waiter sleeps without re-running a pass. Admission and holder deaths
+wake it at once; this only covers what neither signals (a notifier killed between its commit and
+its wake-up write)."""
+
+
+class LeaseState(StrEnum):
+    """A lease waits, then runs while its command lives, then is released (never deleted)."""
+
+    WAITING = "waiting"
+    RUNNING = "running"
+    RELEASED = "released"
+
+
+class LeaseKind(StrEnum):
+    """What a lease was taken for."""
+
+    EXEC = "exec"
+    """A command run with `laneboard exec` (or a shim)."""
+    PROVISION = "provision"
+    """`git worktree add` while creating a task (root lane)."""
+    SETUP = "setup"
+    """The setup command of a new worktree (its worktree lane)."""
+    REMOVE = "remove"
+    """Removing a worktree and its branch (root lane)."""
+    RESTORE = "restore"
+    """Bringing a discarded task back from a snapshot (root lane)."""
+    INTEGRATE = "integrate"
+    """Integration into a target branch (root lane)."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One row of the leases table. `seq` orders arrivals; `lane` is None for the root lane, else
+    the id of the task whose worktree lane it claims."""
+
+    seq: int
+    repo_id: int
+    lane: str | None
+    kind: LeaseKind
+    state: LeaseState
+    holder_pid: int
+    holder_start: int
+    command: list[str]
+    created_at: float
+    admitted_at: float | None = None
+    released_at: float | None = None
+    release_reason: str | None = None
+    child_pid: int | None = None
+    child_start: int | None = None
+    wake: str | None = None
+    wait_reason: str | None = None
+    admit_order: int | None = None
+    repo_cap: int | None = None
+    exit_code: int | None = None
+
+    @property
+    def is_root(self) -> bool:
+        return self.lane is None
+
+    @classmethod
+    def from_row(cls, row: Row) -> Lease:
+        data = dict(zip(row.keys(), row, strict=True))
+        data["kind"] = LeaseKind(data["kind"])
+        data["state"] = LeaseState(data["state"])
+        data["command"] = json.loads(data["command"])
+        return cls(**data)
+
+    def holder_alive(self) -> bool:
+        """The holder process, or the command it started, still runs."""
+        if procs.alive(self.holder_pid, self.holder_start):
+            return True
+        return self.child_pid is not None and procs.alive(self.child_pid, self.child_start)
+
+
+class LeaseReleased(LaneboardError):
+    """The lease was released before it was admitted (cancelled, or its holder was reaped)."""
+
+
+class LeaseStore:
+    """The shared schedule, seen from one process. `slots` is this process's configured
+    machine-wide slot count; the pass it runs uses it."""
+
+    def __init__(self, database: Database, slots: int) -> None:
+        self.database = database
+        self.slots = slots
+        self.wake_dir = database.path.parent / "wake"
+
+    # --- reads ---------------------------------------------------------------------------
+
+    def get(self, seq: int) -> Lease:
+        row = self.database.conn.execute("SELECT * FROM leases WHERE seq = ?", (seq,)).fetchone()
+        if row is None:
+            raise LaneboardError(f"no lease #{seq}")
+        return Lease.from_row(row)
+
+    def active(self, repo_id: int | None = None) -> list[Lease]:
+        """Waiting and running leases (of one repo, or all), in arrival order."""
+        rows = self.database.conn.execute(
+            "SELECT * FROM leases WHERE state != 'released' AND (? IS NULL OR repo_id = ?) "
+            "ORDER BY seq",
+            (repo_id, repo_id),
+        )
+        return [Lease.from_row(r) for r in rows]
+
+    def admitted_in_order(self, repo_id: int | None = None) -> list[Lease]:
+        """Every lease ever admitted, in the order admission passes started them."""
+        rows = self.database.conn.execute(
+            "SELECT * FROM leases WHERE admit_order IS NOT NULL AND (? IS NULL OR repo_id = ?) "
+            "ORDER BY admit_order",
+            (repo_id, repo_id),
+        )
+        return [Lease.from_row(r) for r in rows]
+
+    def covering(self, repo_id: int, lane: str | None) -> Lease | None:
+        """The running lease this process runs under (`$LANEBOARD_LEASE`, set by `exec` for its
+        command) if it covers `lane`: the same worktree lane, or the root lane of the same repo.
+        Work under it needs no lease of its own; asking for one would wait on itself."""
+        value = os.environ.get(LEASE_ENV, "")
+        if not value.isdigit():
+            return None
+        row = self.database.conn.execute(
+            "SELECT * FROM leases WHERE seq = ?", (int(value),)
+        ).fetchone()
+        if row is None:
+            return None
+        lease = Lease.from_row(row)
+        if lease.state is not LeaseState.RUNNING or lease.repo_id != repo_id:
+            return None
+        return lease if lease.lane is None or lease.lane == lane else None
+
+    # --- changes -------------------------------------------------------------------------
+
+    def request(
+        self,
+        *,
+        repo_id: int,
+        lane: str | None,
+        kind: LeaseKind,
+        command: list[str],
+        repo_cap: int | None,
+        wake: str | None,
+    ) -> Lease:
+        """Queue a lease held by this process and run an admission pass in the same transaction;
+        the returned lease may already be running."""
+        pid, start = procs.me()
+        with self.database.transaction() as db:
+            cursor = db.execute(
+                "INSERT INTO leases (repo_id, lane, kind, state, holder_pid, holder_start, "
+                "command, created_at, wake, repo_cap) "
+                "VALUES (?, ?, ?, 'waiting', ?, ?, ?, ?, ?, ?)",
+                (
+                    repo_id,
+                    lane,
+                    kind.value,
+                    pid,
+                    start,
+                    json.dumps(command),
+                    time.time(),
+                    wake,
+                    repo_cap,
+                ),
+            )
+            seq = cursor.lastrowid
+            admitted = self._pass(db)
+        self._notify(admitted)
+        assert seq is not None
+        return self.get(seq)
+
+    def run_pass(self) -> list[Lease]:
+        """Reap dead holders and admit what can start; wake the processes admitted."""
+        with self.database.transaction() as db:
+            admitted = self._pass(db)
+        self._notify(admitted)
+        return admitted
+
+    def set_child(self, seq: int, pid: int) -> None:
+        """Record the command a running lease started, so the lease outlives a killed holder for
+        as long as the command itself runs."""
+        start = procs.start_time(pid)
+        with self.database.transaction() as db:
+            db.execute(
+                "UPDATE leases SET child_pid = ?, child_start = ? WHERE seq = ?", (pid, start, seq)
+            )
+
+    def release(self, seq: int, reason: str, exit_code: int | None = None) -> None:
+        """Release a lease (its command has exited, or it is cancelled while waiting) and admit
+        whoever it held back. Idempotent: a lease already released keeps its first reason."""
+        with self.database.transaction() as db:
+            db.execute(
+                "UPDATE leases SET state = 'released', released_at = ?, release_reason = ?, "
+                "exit_code = ? WHERE seq = ? AND state != 'released'",
+                (time.time(), reason, exit_code, seq),
+            )
+            admitted = self._pass(db)
+        self._notify(admitted)
+
+    def _pass(self, db: Connection) -> list[Lease]:
+        now = time.time()
+        active = [
+            Lease.from_row(r)
+            for r in db.execute("SELECT * FROM leases WHERE state != 'released' ORDER BY seq")
+        ]
+        live: list[Lease] = []
+        for lease in active:
+            if lease.holder_alive():
+                live.append(lease)
+                continue
+            db.execute(
+                "UPDATE leases SET state = 'released', released_at = ?, "
+                "release_reason = 'holder died' WHERE seq = ?",
+                (now, lease.seq),
+            )
+            if lease.wake:
+                with suppress(OSError):
+                    os.unlink(lease.wake)
+        running = [lease for lease in live if lease.state is LeaseState.RUNNING]
+        waiting = [lease for lease in live if lease.state is LeaseState.WAITING]
+        if not waiting:
+            return []
+        caps = {lease.repo_id: lease.repo_cap for lease in live if lease.repo_cap is not None}
+        decision = lanes.admit(running, waiting, self.slots, caps)
+        order = db.execute("SELECT COALESCE(MAX(admit_order), 0) FROM leases").fetchone()[0]
+        for seq in decision.admit:
+            order += 1
+            db.execute(
+                "UPDATE leases SET state = 'running', admitted_at = ?, admit_order = ?, "
+                "wait_reason = NULL WHERE seq = ?",
+                (now, order, seq),
+            )
+        by_seq = {lease.seq: lease for lease in live}
+        for seq, wait in decision.waits.items():
+            reason = str(wait)
+            if wait.other is not None and wait.other in by_seq:
+                reason += f" `{shlex.join(by_seq[wait.other].command)}`"
+            db.execute("UPDATE leases SET wait_reason = ? WHERE seq = ?", (reason, seq))
+        admitted = set(decision.admit)
+        return [lease for lease in waiting if lease.seq in admitted]
+
+    @staticmethod
+    def _notify(admitted: list[Lease]) -> None:
+        for lease in admitted:
+            if lease.wake:
+                _poke(lease.wake)
+
+    # --- waiting -------------------------------------------------------------------------
+
+    def wait(
+        self,
+        lease: Lease,
+        waker: Waker,
+        *,
+        timeout: float | None,
+        on_wait: Callable[[Lease], None] | None = None,
+    ) -> Lease:
+        """Block until `lease` runs. Calls `on_wait` once, the first time it has to wait.
+
+        Raises `WaitTimeout` after `timeout` seconds (the lease is then cancelled) and
+        `LeaseReleased` if the lease was released meanwhile.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        announced = False
+        while True:
+            lease = self.get(lease.seq)
+            if lease.state is LeaseState.RUNNING:
+                return lease
+            if lease.state is LeaseState.RELEASED:
+                raise LeaseReleased(f"lease #{lease.seq} was released: {lease.release_reason}")
+            if not announced and on_wait is not None:
+                on_wait(lease)
+                announced = True
+            sleep = SAFETY_WAKE_SECONDS
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self.release(lease.seq, "timed out waiting")
+                    raise WaitTimeout(
+                        f"gave up after {timeout:g}s waiting for admission "
+                        f"(lease #{lease.seq}: {lease.wait_reason or 'waiting'})"
+                    )
+                sleep = min(sleep, remaining)
+            with _holder_fds(self.active()) as fds:
+                select.select([waker.fileno(), *fds], [], [], sleep)
+            waker.drain()
+            self.run_pass()
+
+
+def _poke(path: str) -> None:
+    """Write one byte to a waiter's FIFO without blocking; a waiter that is gone is ignored."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as err:
+        if err.errno in (errno.ENXIO, errno.ENOENT):
+            return
+        raise
+    try:
+        os.write(fd, b"!")
+    except BlockingIOError:
+        pass  # the FIFO is full of pokes already: the waiter will wake anyway
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def _holder_fds(active: list[Lease]) -> Iterator[list[int]]:
+    """pidfds of every running lease's holder and command: readable when that process exits."""
+    fds: list[int] = []
+    try:
+        for lease in active:
+            if lease.state is not LeaseState.RUNNING:
+                continue
+            for pid, start in (
+                (lease.holder_pid, lease.holder_start),
+                (lease.child_pid, lease.child_start),
+            ):
+                if pid is None or pid == os.getpid() or not procs.alive(pid, start):
+                    continue
+                with suppress(OSError, AttributeError):
+                    fds.append(os.pidfd_open(pid))
+        yield fds
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+class Waker:
+    """The FIFO a waiting process sleeps on; whoever admits its lease writes a byte to it.
+
+    Opened read-write so that the reader never sees end-of-file when a writer closes.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        pid, start = procs.me()
+        self.path = directory / f"{pid}-{start}-{uuid.uuid4().hex[:8]}.wake"
+        os.mkfifo(self.path, 0o600)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_NONBLOCK)
+        if not stat.S_ISFIFO(os.fstat(self._fd).st_mode):
+            raise LaneboardError(f"{self.path} is not a FIFO")
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def drain(self) -> None:
+        with suppress(BlockingIOError):
+            while os.read(self._fd, 4096):
+                pass
+
+    def close(self) -> None:
+        os.close(self._fd)
+        with suppress(FileNotFoundError):
+            self.path.unlink()
+
+    def __enter__(self) -> Waker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@contextmanager
+def hold(
+    store: LeaseStore,
+    *,
+    repo_id: int,
+    lane: str | None,
+    kind: LeaseKind,
+    command: list[str],
+    repo_cap: int | None = None,
+    timeout: float | None = None,
+    on_wait: Callable[[Lease], None] | None = None,
+) -> Iterator[Lease]:
+    """Hold a lane for the duration of the block (laneboard's own root and setup operations).
+
+    The lease is released when the block ends, however it ends; an exception while waiting
+    (timeout, KeyboardInterrupt) cancels the waiting lease, which releases whoever it held back.
+    Inside a command that already runs under a lease covering the lane, the block runs under
+    that lease instead.
+    """
+    inherited = store.covering(repo_id, lane)
+    if inherited is not None:
+        yield inherited
+        return
+    with Waker(store.wake_dir) as waker:
+        lease = store.request(
+            repo_id=repo_id,
+            lane=lane,
+            kind=kind,
+            command=command,
+            repo_cap=repo_cap,
+            wake=str(waker.path),
+        )
+        try:
+            lease = store.wait(lease, waker, timeout=timeout, on_wait=on_wait)
+        except BaseException:
+            store.release(lease.seq, "cancelled")
+            raise
+    try:
+        yield lease
+    finally:
+        store.release(lease.seq, "done")
