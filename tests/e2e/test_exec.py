@@ -1,0 +1,302 @@
+"""`laneboard exec` across real processes: admission order from the ledger, never wall time."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from core.db import Database, default_path
+from core.leases import Lease, LeaseState, LeaseStore
+from tests.procs import Spawned, exec_agent
+
+
+@pytest.fixture
+def board(repo: Path, cli, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A repo with two provisioned tasks, `a` and `b`, and two slots."""
+    monkeypatch.setenv("LANEBOARD_SLOTS", "2")
+    for name in ("a", "b"):
+        assert cli("new", name, "--no-start").code == 0
+    return repo
+
+
+@pytest.fixture
+def spawn(board: Path) -> Iterator[Callable[..., Spawned]]:
+    started: list[Spawned] = []
+
+    def start(lane: str | None, *extra: str, env: dict[str, str] | None = None) -> Spawned:
+        proc = exec_agent(lane, board, *extra, env=env)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.close()
+
+
+def _store() -> LeaseStore:
+    return LeaseStore(Database(default_path()), slots=2)
+
+
+def _order() -> list[int]:
+    """Seqs of `exec` leases in the order they were admitted (provisioning's own are left out)."""
+    return [lease.seq for lease in _store().admitted_in_order() if lease.kind.value == "exec"]
+
+
+def _lease(seq: int) -> Lease:
+    return _store().get(seq)
+
+
+def _seq_of(proc: Spawned) -> int:
+    line = proc.expect(r"^ready ", "out")
+    return int(line.rsplit("lease=", 1)[1])
+
+
+def test_command_runs_in_the_worktree_and_returns_its_exit_code(board: Path, spawn) -> None:
+    a = spawn("a")
+    line = a.expect(r"^ready ")
+    assert f"cwd={board / '.worktrees' / 'a'} " in line
+    a.send("exit 7")
+    assert a.wait() == 7
+    seq = int(line.rsplit("lease=", 1)[1])
+    lease = _lease(seq)
+    assert lease.state is LeaseState.RELEASED
+    assert lease.exit_code == 7
+    assert lease.release_reason == "exited"
+
+
+def test_root_lane_runs_at_the_root(board: Path, spawn) -> None:
+    root = spawn(None)
+    assert f"cwd={board} " in root.expect(r"^ready ")
+    root.send("exit 0")
+    assert root.wait() == 0
+
+
+def test_sibling_lanes_overlap(board: Path, spawn) -> None:
+    a = spawn("a")
+    first = _seq_of(a)
+    b = spawn("b")
+    second = _seq_of(b)  # b started while a still runs
+    assert _lease(first).state is LeaseState.RUNNING
+    for proc in (a, b):
+        proc.send("exit 0")
+        assert proc.wait() == 0
+    assert _order() == [first, second]
+
+
+def test_same_lane_serializes(board: Path, spawn) -> None:
+    a = spawn("a")
+    first = _seq_of(a)
+    again = spawn("a")
+    again.expect(rf"waiting for its lane: conflict with #{first} ", "err")
+    a.send("exit 0")
+    assert a.wait() == 0
+    second = _seq_of(again)
+    again.send("exit 3")
+    assert again.wait() == 3
+    assert _order() == [first, second]
+    released = _lease(first).released_at
+    admitted = _lease(second).admitted_at
+    assert released is not None and admitted is not None and admitted >= released
+
+
+def test_root_lease_waits_for_worktree_leases_and_holds_back_later_ones(board: Path, spawn) -> None:
+    a = spawn("a")
+    first = _seq_of(a)
+    root = spawn(None)
+    root.expect(rf"waiting for the root lane: conflict with #{first} ", "err")
+    late = spawn("b")  # lane b is free, but the waiting root lease came first
+    late.expect(r"waiting for its lane: behind #\d+ ", "err")
+    a.send("exit 0")
+    assert a.wait() == 0
+    root_seq = _seq_of(root)
+    assert _lease(root_seq).state is LeaseState.RUNNING
+    root.send("exit 0")
+    assert root.wait() == 0
+    late_seq = _seq_of(late)
+    late.send("exit 0")
+    assert late.wait() == 0
+    assert _order() == [first, root_seq, late_seq]
+
+
+def test_worktree_lease_waits_for_running_root_lease(board: Path, spawn) -> None:
+    root = spawn(None)
+    root_seq = _seq_of(root)
+    a = spawn("a")
+    a.expect(rf"waiting for its lane: conflict with #{root_seq} ", "err")
+    root.send("exit 0")
+    assert root.wait() == 0
+    a_seq = _seq_of(a)
+    a.send("exit 0")
+    assert a.wait() == 0
+    assert _order() == [root_seq, a_seq]
+
+
+def test_one_slot_serializes_siblings(board: Path, spawn) -> None:
+    a = spawn("a", env={"LANEBOARD_SLOTS": "1"})
+    first = _seq_of(a)
+    b = spawn("b", env={"LANEBOARD_SLOTS": "1"})
+    b.expect(r"waiting for its lane: slot", "err")
+    a.send("exit 0")
+    assert a.wait() == 0
+    second = _seq_of(b)
+    b.send("exit 0")
+    assert b.wait() == 0
+    assert _order() == [first, second]
+
+
+def test_lease_of_a_killed_holder_is_reaped(board: Path, spawn) -> None:
+    a = spawn("a")
+    first = _seq_of(a)
+    waiting = spawn("a")
+    waiting.expect(r"waiting for its lane", "err")
+    a.kill_group()  # SIGKILL exec and its command: nobody releases the lease
+    second = _seq_of(waiting)
+    assert _lease(first).release_reason == "holder died"
+    waiting.send("exit 0")
+    assert waiting.wait() == 0
+    assert _order() == [first, second]
+
+
+def test_lease_outlives_a_killed_holder_while_its_command_runs(board: Path, spawn) -> None:
+    a = spawn("a")
+    first = _seq_of(a)
+    waiting = spawn("a")
+    waiting.expect(r"waiting for its lane", "err")
+    a.signal(signal.SIGKILL)  # only laneboard dies; the agent it started keeps running
+    assert a.wait() == -signal.SIGKILL
+    _store().run_pass()
+    assert _lease(first).state is LeaseState.RUNNING
+    a.send("exit 0")  # the orphaned agent still reads the same stdin
+    second = _seq_of(waiting)
+    assert _lease(first).release_reason == "holder died"
+    waiting.send("exit 0")
+    assert waiting.wait() == 0
+    assert _order() == [first, second]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_signals_are_forwarded_and_the_exit_code_comes_back(
+    board: Path, spawn, signum: int
+) -> None:
+    a = spawn("a")
+    seq = _seq_of(a)
+    a.signal(signum)
+    a.expect(rf"^got {signal.Signals(signum).name}$")
+    assert a.wait() == 100 + signum
+    assert _lease(seq).exit_code == 100 + signum
+
+
+def test_command_killed_by_a_signal_exits_128_plus_n(board: Path, cli) -> None:
+    result = cli("exec", "--lane", "a", "--", "sh", "-c", "kill -KILL $$")
+    assert result.code == 128 + signal.SIGKILL
+
+
+def test_timeout_gives_up_with_exit_75_and_cancels(board: Path, spawn, cli) -> None:
+    a = spawn("a")
+    first = _seq_of(a)
+    result = cli("exec", "--lane", "a", "--timeout", "0.2", "--", "true")
+    assert result.code == 75
+    assert "gave up after 0.2s waiting for admission" in result.err
+    assert f"conflict with #{first}" in result.err
+    active = [lease.seq for lease in _store().active()]
+    assert active == [first]
+    a.send("exit 0")
+    assert a.wait() == 0
+
+
+def test_cancelling_a_waiting_root_lease_releases_those_it_held_back(board: Path, spawn) -> None:
+    a = spawn("a")
+    first = _seq_of(a)
+    root = spawn(None)
+    root.expect(r"waiting for the root lane", "err")
+    late = spawn("b")
+    late.expect(r"waiting for its lane: behind", "err")
+    root.signal(signal.SIGTERM)
+    assert root.wait() == 128 + signal.SIGTERM
+    late_seq = _seq_of(late)  # admitted without waiting for a
+    cancelled = [x for x in _store().admitted_in_order() if x.seq == late_seq]
+    assert cancelled and _lease(first).state is LeaseState.RUNNING
+    for proc in (a, late):
+        proc.send("exit 0")
+        assert proc.wait() == 0
+
+
+def test_quiet_exec_says_nothing_while_waiting(board: Path, spawn, cli) -> None:
+    a = spawn("a")
+    _seq_of(a)
+    result = cli("exec", "--lane", "a", "--quiet", "--timeout", "0.2", "--", "true")
+    assert result.code == 75
+    assert result.err.startswith("laneboard: gave up after")
+    assert "laneboard: waiting for" not in result.err
+
+
+def _marker_command(marker: Path) -> list[str]:
+    return ["--", sys.executable, "-c", f"open({str(marker)!r}, 'w').close()"]
+
+
+@pytest.mark.parametrize("forgery", ["symlinked-gitfile", "moved", "replaced-by-copy"])
+def test_forged_lane_is_refused_and_nothing_runs(
+    board: Path, cli, tmp_path: Path, forgery: str
+) -> None:
+    worktree = board / ".worktrees" / "a"
+    if forgery == "symlinked-gitfile":
+        real = tmp_path / "gitfile"
+        (worktree / ".git").rename(real)
+        (worktree / ".git").symlink_to(real)
+    elif forgery == "moved":
+        worktree.rename(board / ".worktrees" / "a-moved")
+    else:
+        import shutil
+
+        shutil.copytree(worktree, tmp_path / "copy", symlinks=True)
+        worktree.rename(tmp_path / "original")
+        (tmp_path / "copy").rename(worktree)
+    marker = tmp_path / "ran"
+    result = cli("exec", "--lane", "a", *_marker_command(marker))
+    assert result.code == 1
+    assert result.err.startswith("laneboard: lane a rejected: ")
+    assert not marker.exists()
+    assert _order() == []  # never admitted, never run at the root instead
+
+
+def test_new_waits_for_in_flight_root_work(board: Path, spawn) -> None:
+    root = spawn(None)
+    root_seq = _seq_of(root)
+    new = Spawned(["new", "c", "--no-start"], board)
+    try:
+        new.expect(rf"waiting for the root lane: conflict with #{root_seq} ", "err")
+        assert not (board / ".worktrees" / "c").exists()
+        root.send("exit 0")
+        assert root.wait() == 0
+        assert new.wait() == 0
+        assert (board / ".worktrees" / "c" / ".git").is_file()
+    finally:
+        new.close()
+    kinds = [(lease.kind.value, lease.lane) for lease in _store().admitted_in_order()]
+    # After the provisioning of a and b: the root exec, then c's provisioning (root lane).
+    assert kinds[-2:] == [("exec", None), ("provision", None)]
+
+
+def test_exec_usage_errors(board: Path, cli) -> None:
+    assert cli("exec", "--lane", "a").code == 2
+    assert cli("exec", "--", "true").code == 2
+    assert cli("exec", "--lane", "a", "--root", "--", "true").code == 2
+    missing = cli("exec", "--lane", "nope", "--", "true")
+    assert missing.code == 1
+    assert missing.err.strip() == f"laneboard: no live task named 'nope' in {board}"
+    assert cli("exec", "--lane", "a", "--", "no-such-command-here").code == 127
+
+
+def test_exec_outside_a_registered_repo_is_refused(tmp_path: Path, cli) -> None:
+    from tests.conftest import make_repo
+
+    other = make_repo(tmp_path / "other")
+    result = cli("exec", "--root", "--", "true", cwd=other)
+    assert result.code == 1
+    assert "no registered repository" in result.err
+    assert sorted(os.listdir(other)) == [".git", "README.md"]
