@@ -172,6 +172,11 @@ def _validate(data: dict[str, Any], source: str) -> Settings:
         check_branch_prefix(settings.branch_prefix)
     except LaneboardError as err:
         raise ConfigError(f"{source}: field branch_prefix: {err}") from None
+    for command in settings.lanes.wrap:
+        if not command or "/" in command or command.startswith(".") or command != command.strip():
+            raise ConfigError(
+                f"{source}: field lanes.wrap: {command!r} is not a plain command name"
+            )
     return settings
 
 

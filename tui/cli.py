@@ -242,6 +242,26 @@ def cmd_lanes(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_shims(args: argparse.Namespace) -> int:
+    from sessions.shims import write_shims
+    from tui import output
+
+    board = _board()
+    ctx = _repo(board, args)
+    task = board.task(ctx, args.name)
+    if not task.live:
+        raise LaneboardError(f"task {task.name} is {task.state.value}; it has no lane")
+    commands = list(ctx.settings.lanes.wrap)
+    directory = write_shims(task.id, task.name, ctx.root, commands)
+    if args.json:
+        output.emit_json(
+            {"task": task.name, "task_id": task.id, "bin": str(directory), "commands": commands}
+        )
+    else:
+        print(directory)
+    return 0
+
+
 def _parser() -> _Parser:
     parser = _Parser(prog="laneboard", description="Supervise coding agents in parallel worktrees.")
     parser.add_argument("--repo", metavar="PATH", help="the repository (default: the current one)")
@@ -289,6 +309,9 @@ def _parser() -> _Parser:
     run.add_argument("argv", nargs=argparse.REMAINDER, help="-- CMD [ARG ...]")
 
     add("lanes", cmd_lanes, "show every lane: running and waiting leases, slots")
+
+    shims = add("shims", cmd_shims, "(re)write a task's lane shims (lanes.wrap); print the bin dir")
+    shims.add_argument("name")
     return parser
 
 
