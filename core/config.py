@@ -5,20 +5,22 @@ script or a second board), else in the platform's config dir. The repo file at t
 the user file section by section. A bad file is reported with its path and the offending field;
 nothing is guessed.
 
-The settings are plain frozen dataclasses validated by pydantic. pydantic is imported only when a
-file actually holds settings, so `laneboard exec` on an unconfigured machine starts without it.
+The settings are plain frozen dataclasses validated by pydantic. `laneboard exec` runs for every
+shimmed command, so validation is remembered: a marker named by the hash of the merged settings
+(and of this module) in the state dir's cache says that exact content passed before, and then the
+dataclasses are built without importing pydantic at all. A changed file has another hash and is
+validated again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any, Literal
-
-import platformdirs
-from annotated_types import Ge
+from typing import Any, Literal, get_type_hints
 
 from core.errors import ConfigError, LaneboardError
 from core.names import check_branch_prefix
@@ -43,7 +45,6 @@ DEFAULT_REBUILDABLE = (
     "*.pyc",
 )
 
-Positive = Annotated[int, Ge(1)]
 _STRICT: dict[str, Any] = {"extra": "forbid"}
 
 
@@ -64,9 +65,9 @@ class WorktreeSettings:
 class LaneSettings:
     __pydantic_config__ = _STRICT
 
-    slots: Positive = field(default_factory=_default_slots)
+    slots: int = field(default_factory=_default_slots)
     """Machine-wide number of leases that may run at once. `LANEBOARD_SLOTS` overrides it."""
-    repo_cap: Positive | None = None
+    repo_cap: int | None = None
     """At most this many running leases per repo; None means only `slots` limits it."""
     wrap: tuple[str, ...] = ()
     """Commands routed through the task's lane by shims in the agent's PATH (`cargo`, `make` …)."""
@@ -95,7 +96,7 @@ class CleanupSettings:
 class AgentSettings:
     __pydantic_config__ = _STRICT
 
-    max_running: Positive = 4
+    max_running: int = 4
     """Agent sessions that may run at once; further tasks wait in `queued`."""
 
 
@@ -127,12 +128,22 @@ def home() -> Path | None:
 
 def state_dir() -> Path:
     """Where the ledger lives."""
-    return home() or Path(platformdirs.user_state_dir("laneboard"))
+    found = home()
+    if found is None:
+        import platformdirs
+
+        found = Path(platformdirs.user_state_dir("laneboard"))
+    return found
 
 
 def config_dir() -> Path:
     """Where the user's `config.toml` lives."""
-    return home() or Path(platformdirs.user_config_dir("laneboard"))
+    found = home()
+    if found is None:
+        import platformdirs
+
+        found = Path(platformdirs.user_config_dir("laneboard"))
+    return found
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -158,8 +169,13 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def _validate(data: dict[str, Any], source: str) -> Settings:
+    """The settings `data` describes, or `ConfigError` naming `source` and the field."""
     if not data:
         return Settings()
+    marker = _cache_marker(data)
+    if marker is not None and marker.exists():
+        built: Settings = _build(Settings, data)
+        return built
     from pydantic import TypeAdapter, ValidationError
 
     try:
@@ -168,16 +184,66 @@ def _validate(data: dict[str, Any], source: str) -> Settings:
         first = err.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "(top level)"
         raise ConfigError(f"{source}: field {where}: {first['msg']}") from None
+    problem = _problem(settings)
+    if problem:
+        raise ConfigError(f"{source}: field {problem}")
+    if marker is not None:
+        try:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+        except OSError:
+            pass  # only a cache: validation simply runs again next time
+    return settings
+
+
+def _problem(settings: Settings) -> str | None:
+    """What pydantic's types cannot say: ranges, ref-name rules, plain command names."""
+    for where, value in (
+        ("lanes.slots", settings.lanes.slots),
+        ("lanes.repo_cap", settings.lanes.repo_cap),
+        ("agents.max_running", settings.agents.max_running),
+    ):
+        if value is not None and value < 1:
+            return f"{where}: must be at least 1"
     try:
         check_branch_prefix(settings.branch_prefix)
     except LaneboardError as err:
-        raise ConfigError(f"{source}: field branch_prefix: {err}") from None
+        return f"branch_prefix: {err}"
     for command in settings.lanes.wrap:
-        if not command or "/" in command or command.startswith(".") or command != command.strip():
-            raise ConfigError(
-                f"{source}: field lanes.wrap: {command!r} is not a plain command name"
-            )
-    return settings
+        if not command or "/" in command or command.startswith(".") or command.split() != [command]:
+            return f"lanes.wrap: {command!r} is not a plain command name"
+    return None
+
+
+_SCHEMA = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+
+
+def _cache_marker(data: dict[str, Any]) -> Path | None:
+    """The marker file that says `data` passed validation by this version of this module."""
+    try:
+        canonical = json.dumps(data, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return None
+    digest = hashlib.sha256(f"{_SCHEMA}\0{canonical}".encode()).hexdigest()
+    return state_dir() / "cache" / "config" / digest
+
+
+def _build(cls: Any, data: dict[str, Any]) -> Any:
+    """Rebuild settings from data that passed validation before (lists become tuples, tables
+    the nested dataclasses), without pydantic."""
+    hints = get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for item in fields(cls):
+        if item.name not in data:
+            continue
+        value = data[item.name]
+        hint = hints[item.name]
+        if isinstance(value, dict) and is_dataclass(hint):
+            value = _build(hint, value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        values[item.name] = value
+    return cls(**values)
 
 
 def load_settings(root: Path | None = None) -> Settings:
@@ -198,7 +264,6 @@ def load_settings(root: Path | None = None) -> Settings:
     if slots is not None:
         if not slots.isdigit() or int(slots) < 1:
             raise ConfigError(f"LANEBOARD_SLOTS={slots!r}: must be a whole number of at least 1")
-        from dataclasses import replace
 
         settings = replace(settings, lanes=replace(settings.lanes, slots=int(slots)))
     return settings

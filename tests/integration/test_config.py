@@ -1,0 +1,121 @@
+"""Configuration files: merging, errors naming file and field, and the validation cache."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.config import Settings, _build, load_settings
+from core.errors import ConfigError
+from tests.conftest import REPO_ROOT
+
+FULL = """
+branch_prefix = "agents/lb"
+gate = ["make", "check"]
+theme = "nord"
+[worktrees]
+area = "sibling"
+[lanes]
+slots = 3
+repo_cap = 2
+wrap = ["cargo", "make"]
+[provision]
+copy = [".env"]
+setup = ["npm", "ci"]
+[cleanup]
+rebuildable = ["target/"]
+[agents]
+max_running = 2
+[env]
+CARGO_TARGET_DIR = "/tmp/t"
+"""
+
+
+def _user_config(text: str) -> Path:
+    path = Path(os.environ["LANEBOARD_HOME"]) / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_no_files_give_defaults(repo: Path) -> None:
+    assert load_settings(repo) == Settings()
+
+
+def test_repo_file_overrides_user_file_section_by_section(repo: Path) -> None:
+    _user_config('[lanes]\nslots = 5\nrepo_cap = 1\n[worktrees]\narea = "sibling"\n')
+    (repo / ".laneboard.toml").write_text("[lanes]\nrepo_cap = 3\n")
+    settings = load_settings(repo)
+    assert (settings.lanes.slots, settings.lanes.repo_cap) == (5, 3)
+    assert settings.worktrees.area == "sibling"
+
+
+def test_cached_settings_equal_validated_ones(repo: Path) -> None:
+    (repo / ".laneboard.toml").write_text(FULL)
+    first = load_settings(repo)
+    second = load_settings(repo)  # from the cache marker, built without pydantic
+    assert first == second
+    assert second.lanes.wrap == ("cargo", "make")
+    assert second.provision.setup == ("npm", "ci")
+    assert second.env == {"CARGO_TARGET_DIR": "/tmp/t"}
+
+
+def test_build_matches_pydantic_for_a_full_file() -> None:
+    import tomllib
+
+    from pydantic import TypeAdapter
+
+    data = tomllib.loads(FULL)
+    assert _build(Settings, data) == TypeAdapter(Settings).validate_python(data)
+
+
+def test_second_load_does_not_import_pydantic(repo: Path) -> None:
+    (repo / ".laneboard.toml").write_text(FULL)
+    load_settings(repo)
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom core.config import load_settings\n"
+        f"load_settings(Path({str(repo)!r}))\nprint('pydantic' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ('[worktrees]\narea = "nowhere"\n', "worktrees.area"),
+        ("[lanes]\nslots = 0\n", "lanes.slots"),
+        ('[lanes]\nslots = "many"\n', "lanes.slots"),
+        ("[lanes]\nunknown = 1\n", "lanes.unknown"),
+        ('branch_prefix = "a..b"\n', "branch_prefix"),
+        ('[lanes]\nwrap = ["a b"]\n', "lanes.wrap"),
+    ],
+)
+def test_bad_field_names_file_and_field(repo: Path, text: str, field: str) -> None:
+    (repo / ".laneboard.toml").write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_settings(repo)
+    assert str(err.value).startswith(f"{repo / '.laneboard.toml'}: field {field}")
+    # A refused file is never cached: it is refused again.
+    with pytest.raises(ConfigError):
+        load_settings(repo)
+
+
+def test_bad_toml_names_the_user_file() -> None:
+    path = _user_config("[lanes\n")
+    with pytest.raises(ConfigError, match=f"^{path}: not valid TOML"):
+        load_settings(None)
+
+
+def test_slots_from_the_environment(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LANEBOARD_SLOTS", "7")
+    assert load_settings(repo).lanes.slots == 7
+    monkeypatch.setenv("LANEBOARD_SLOTS", "0")
+    with pytest.raises(ConfigError, match="LANEBOARD_SLOTS"):
+        load_settings(repo)
