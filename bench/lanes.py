@@ -123,7 +123,7 @@ def main() -> None:
             f"(exec {1000 * laned:.1f} ms, true {1000 * bare:.1f} ms, median of {args.runs})"
         )
         # A repo config file makes exec validate it (pydantic is imported only then).
-        (repo / ".laneboard.toml").write_text('[lanes]\nrepo_cap = 2\n')
+        (repo / ".laneboard.toml").write_text("[lanes]\nrepo_cap = 2\n")
         configured = statistics.median(timed(exec_cmd("a", ["true"])) for _ in range(args.runs))
         (repo / ".laneboard.toml").unlink()
         print(
