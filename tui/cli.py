@@ -90,8 +90,18 @@ def cmd_new(args: argparse.Namespace) -> int:
 def cmd_ls(args: argparse.Namespace) -> int:
     from tui import output
 
+    from core.repo import NotRegistered
+
     board = _board()
-    ctx = _repo_or_none(board, args)
+    try:
+        ctx = _repo_or_none(board, args)
+    except NotRegistered as err:
+        # Listing an unregistered repo is not an error: it simply has no tasks yet.
+        if args.json:
+            output.emit_json([])
+        else:
+            print(f"no tasks: {err}")
+        return 0
     views = board.tasks(ctx, include_retired=args.all)
     if args.json:
         output.emit_json([output.task_json(v.task, v.repo) for v in views])

@@ -238,3 +238,10 @@ def test_bad_config_is_reported_with_file_and_field(repo: Path, cli) -> None:
     assert result.code == 1
     assert result.err.startswith(f"laneboard: {repo / '.laneboard.toml'}: field worktrees.area")
     assert len(result.err.strip().splitlines()) == 1
+
+
+def test_ls_in_an_unregistered_repo_says_so_and_succeeds(repo: Path, cli) -> None:
+    result = cli("ls")
+    assert result.code == 0
+    assert result.out.startswith(f"no tasks: {repo} is not registered with laneboard")
+    assert json.loads(cli("ls", "--json").out) == []
