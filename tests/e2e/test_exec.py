@@ -300,3 +300,36 @@ def test_exec_outside_a_registered_repo_is_refused(tmp_path: Path, cli) -> None:
     assert result.code == 1
     assert "no registered repository" in result.err
     assert sorted(os.listdir(other)) == [".git", "README.md"]
+
+
+def test_lanes_shows_running_and_waiting_leases(board: Path, spawn, cli) -> None:
+    import json
+
+    a = spawn("a")
+    first = _seq_of(a)
+    root = spawn(None)
+    root.expect(r"waiting for the root lane", "err")
+    report = json.loads(cli("lanes", "--json").out)
+    assert (report["slots"], report["used"], report["free"]) == (2, 1, 1)
+    lanes = {lane["lane"]: lane for lane in report["repos"][0]["lanes"]}
+    assert list(lanes) == ["root", "a", "b"]
+    running = lanes["a"]["running"][0]
+    assert running["seq"] == first
+    assert running["command"][-1].endswith("agent.py")
+    assert running["child_pid"] is not None
+    waiting = lanes["root"]["waiting"][0]
+    assert waiting["wait_reason"].startswith(f"conflict with #{first} ")
+    assert lanes["b"] == {
+        "lane": "b",
+        "task_id": lanes["b"]["task_id"],
+        "running": [],
+        "waiting": [],
+    }
+    text = cli("lanes").out
+    assert "slots: 1 of 2 used, 1 free" in text
+    assert f"running #{first} " in text
+    assert "waiting #" in text and f"conflict with #{first}" in text
+    for proc in (a, root):
+        proc.send("exit 0")
+    assert a.wait() == 0
+    assert root.wait() == 0
