@@ -17,7 +17,7 @@ from core.errors import LaneboardError
 from core.git import WorktreeEntry, worktree_list
 from core.ledger import Ledger
 from core.models import Actor, Task, TaskState
-from core.provision import finish, lock_reason, rollback
+from core.provision import finish, intent, lock_reason, record_created, rollback
 from core.repo import RepoContext
 from core.verify import verify_worktree
 
@@ -153,20 +153,8 @@ def _interrupted_provisioning(
         if not task.worktree_created_by_us:
             # The lock carries this task's id and `worktree add -b` refuses an existing branch,
             # so both the worktree and the branch were created by this task.
-            task = ledger.update_task(
-                task.id,
-                actor=actor,
-                kind="worktree.created",
-                data={
-                    "path": task.worktree_path,
-                    "branch": task.branch,
-                    "tip": task.base_sha,
-                    "recovered": True,
-                },
-                branch_created_by_us=True,
-                worktree_created_by_us=True,
-                branch_tip_at_creation=task.base_sha,
-            )
+            start = intent(ledger, task).get("start_sha", task.base_sha)
+            task = record_created(ledger, task, actor, start, recovered=True)
         try:
             finish(ctx, ledger, task, actor, setup_is_ours=False)
         except LaneboardError as err:

@@ -200,11 +200,42 @@ class GitRepo:
         """True when `sha` is one of `tips` or an ancestor of one."""
         return any(self.is_ancestor(sha, tip) for tip in set(tips))
 
+    def unique_commits(self, tips: Iterable[str | None], *, exclude: str | None) -> list[str]:
+        """Commits reachable from `tips` but from no other ref (every branch but `exclude`,
+        remote-tracking refs, tags, laneboard anchors and snapshots), as `short-sha subject`.
+        Empty means removing `exclude` and the worktree loses no commit."""
+        self.refresh()
+        starts = [tip for tip in tips if tip]
+        if not starts:
+            return []
+        walker = self._repo.walk(starts[0], pygit2.enums.SortMode.TOPOLOGICAL)
+        for tip in starts[1:]:
+            walker.push(tip)
+        for name, target in self.refs().items():
+            if name == f"refs/heads/{exclude}" or not name.startswith(KEEPING_REFS):
+                continue
+            try:
+                obj = self._repo.get(target)
+                if obj is not None:
+                    walker.hide(obj.peel(pygit2.Commit).id)
+            except (ValueError, pygit2.GitError):
+                continue
+        return [f"{str(c.id)[:10]} {_subject(c)}" for c in walker]
+
     def has_commit(self, sha: str) -> bool:
         try:
             return isinstance(self._repo.get(sha), pygit2.Commit)
         except (ValueError, pygit2.GitError):
             return False
+
+
+KEEPING_REFS = ("refs/heads/", "refs/remotes/", "refs/tags/", "refs/laneboard/")
+"""Refs whose commits count as kept: removal never makes anything they reach unreachable."""
+
+
+def _subject(commit: pygit2.Commit) -> str:
+    lines = (commit.message or "").splitlines()
+    return lines[0] if lines else ""
 
 
 # --- worktrees with the git CLI ----------------------------------------------------------

@@ -152,6 +152,15 @@ class Ledger:
         ).fetchone()
         return _task_from_row(row) if row else None
 
+    def discarded_task(self, repo_id: int, name: str) -> Task | None:
+        """The most recently discarded task called `name`."""
+        row = self._db.execute(
+            "SELECT * FROM tasks WHERE repo_id = ? AND name = ? AND disposition = 'discarded' "
+            "ORDER BY retired_at DESC LIMIT 1",
+            (repo_id, name),
+        ).fetchone()
+        return _task_from_row(row) if row else None
+
     def tasks(self, repo_id: int | None = None, *, include_retired: bool = True) -> list[Task]:
         query = "SELECT * FROM tasks WHERE (? IS NULL OR repo_id = ?)"
         if not include_retired:
@@ -207,6 +216,40 @@ class Ledger:
             db.execute(f"UPDATE tasks SET {assignments} WHERE id = ?", (*fields.values(), task_id))
             self._event(db, task_id, row["repo_id"], kind, actor, event)
         return self.task(task_id)
+
+    # --- snapshots -----------------------------------------------------------------------
+
+    def add_snapshot(
+        self,
+        task_id: str,
+        repo_id: int,
+        n: int,
+        ref: str,
+        sha: str,
+        actor: Actor,
+        data: dict[str, Any],
+    ) -> None:
+        """Record a snapshot and journal it, in one transaction."""
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO snapshots (task_id, n, ref, sha, created_at) VALUES (?, ?, ?, ?, ?)",
+                (task_id, n, ref, sha, time.time()),
+            )
+            self._event(
+                db, task_id, repo_id, "snapshot.created", actor, {"ref": ref, "sha": sha, **data}
+            )
+
+    def snapshots(self, task_id: str) -> list[tuple[int, str, str]]:
+        """(n, ref, sha) of the task's snapshots, oldest first."""
+        rows = self._db.execute(
+            "SELECT n, ref, sha FROM snapshots WHERE task_id = ? ORDER BY n", (task_id,)
+        )
+        return [(r["n"], r["ref"], r["sha"]) for r in rows]
+
+    def last_event(self, task_id: str, kind: str) -> Event | None:
+        """The task's most recent event of `kind`."""
+        found = [e for e in self.events(task_id) if e.kind == kind]
+        return found[-1] if found else None
 
     # --- events --------------------------------------------------------------------------
 

@@ -47,3 +47,54 @@ def me() -> tuple[int, int]:
     """This process's (pid, start time)."""
     pid = os.getpid()
     return pid, start_time(pid) or 0
+
+
+def inside(directory: str) -> list[str]:
+    """Processes (other than this one) whose working directory or an open file lies inside
+    `directory`, as `pid N (name): cwd|open file PATH`. Processes whose /proc entries cannot be
+    read (another user's) are not seen; laneboard runs as the operator, like the agents."""
+    root = os.path.realpath(directory)
+    prefix = root.rstrip("/") + "/"
+    found: list[str] = []
+    me = os.getpid()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        base = f"/proc/{entry}"
+        try:
+            with open(f"{base}/comm") as handle:
+                name = handle.read().strip()
+        except OSError:
+            continue
+        hit = _first_inside(base, root, prefix)
+        if hit is not None:
+            found.append(f"pid {entry} ({name}): {hit}")
+    return found
+
+
+def _first_inside(base: str, root: str, prefix: str) -> str | None:
+    def under(path: str) -> bool:
+        return path == root or path.startswith(prefix)
+
+    try:
+        cwd = os.readlink(f"{base}/cwd")
+    except OSError:
+        cwd = ""
+    if under(cwd):
+        return f"cwd {cwd}"
+    try:
+        fds = os.listdir(f"{base}/fd")
+    except OSError:
+        return None
+    for fd in fds:
+        try:
+            target = os.readlink(f"{base}/fd/{fd}")
+        except OSError:
+            continue
+        if under(target):
+            return f"open file {target}"
+    return None

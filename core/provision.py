@@ -10,6 +10,7 @@ before, and it never uses `-B` or checks out a pre-existing branch.
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core import faults, procs
+from core import faults, procs, snapshot
 from core.errors import LaneboardError
 from core.git import (
     delete_ref_if,
@@ -66,12 +67,37 @@ def provision(
     for in-flight lane commands of the repo and holds back later ones; `on_wait` hears about it.
     """
     branch = branch_for(ctx.settings.branch_prefix, name)
+    _refuse_live_name(ledger, ctx, name)
+    base_sha = ctx.git.resolve_commit(base_ref)
+    return create(ctx, ledger, name, branch, base_ref, base_sha, base_sha, {}, actor, on_wait)
+
+
+def _refuse_live_name(ledger: Ledger, ctx: RepoContext, name: str) -> None:
     existing = ledger.live_task(ctx.repo.id, name)
     if existing is not None:
         raise NameTaken(
             f"task name {name!r} is taken by a live task ({existing.id}, {existing.state.value})"
         )
-    base_sha = ctx.git.resolve_commit(base_ref)
+
+
+def create(
+    ctx: RepoContext,
+    ledger: Ledger,
+    name: str,
+    branch: str,
+    base_ref: str,
+    base_sha: str,
+    start_sha: str,
+    extra: dict[str, Any],
+    actor: Actor,
+    on_wait: OnWait,
+) -> Task:
+    """Record the intent, then create `branch` at `start_sha` and its worktree, then `finish`.
+
+    `base_sha` is the task's base (what review compares against); `start_sha` is where the new
+    branch starts (the same for a new task; the saved tip for a restored one). `extra` goes into
+    the intent event (a restore names its snapshot there).
+    """
     area = ctx.area
     path = area / name
     if ctx.git.branch_tip(branch) is not None:
@@ -96,24 +122,23 @@ def provision(
             "owner_start": start,
         },
         actor,
-        {"base_ref": base_ref, "base_sha": base_sha, "branch": branch, "path": str(path)},
+        {
+            "base_ref": base_ref,
+            "base_sha": base_sha,
+            "start_sha": start_sha,
+            "branch": branch,
+            "path": str(path),
+            **extra,
+        },
     )
     faults.checkpoint("provision.after_intent")
-    add = ["git", "worktree", "add", "-b", branch, str(path), base_sha]
+    add = ["git", "worktree", "add", "-b", branch, str(path), start_sha]
     try:
         with ctx.lane(ledger, None, LeaseKind.PROVISION, add, on_wait):
             _ensure_excluded(ctx, ledger, task, actor)
             area.mkdir(parents=True, exist_ok=True)
-            worktree_add(ctx.root, path, branch, base_sha, lock_reason(task.id))
-            task = ledger.update_task(
-                task.id,
-                actor=actor,
-                kind="worktree.created",
-                data={"path": str(path), "branch": branch, "tip": base_sha},
-                branch_created_by_us=True,
-                worktree_created_by_us=True,
-                branch_tip_at_creation=base_sha,
-            )
+            worktree_add(ctx.root, path, branch, start_sha, lock_reason(task.id))
+            task = record_created(ledger, task, actor, start_sha)
             faults.checkpoint("provision.after_worktree_add")
     except LaneboardError as err:
         # Before `worktree.created` is journalled the task owns nothing, so rollback removes
@@ -121,6 +146,60 @@ def provision(
         task = rollback(ctx, ledger, task, reason=str(err), actor=actor, on_wait=on_wait)
         raise ProvisionFailed(f"provisioning {name} failed: {err}") from None
     return finish(ctx, ledger, task, actor, setup_is_ours=True, on_wait=on_wait)
+
+
+def intent(ledger: Ledger, task: Task) -> dict[str, Any]:
+    """What the task's `task.intent` event recorded before anything was created."""
+    event = next((e for e in ledger.events(task.id) if e.kind == "task.intent"), None)
+    return dict(event.data) if event else {}
+
+
+def record_created(ledger: Ledger, task: Task, actor: Actor, tip: str, **data: Any) -> Task:
+    """Journal that laneboard created the task's branch (at `tip`) and worktree. `worktree add -b`
+    refuses an existing branch, so a successful add proves both are the task's own."""
+    return ledger.update_task(
+        task.id,
+        actor=actor,
+        kind="worktree.created",
+        data={"path": task.worktree_path, "branch": task.branch, "tip": tip, **data},
+        branch_created_by_us=True,
+        worktree_created_by_us=True,
+        branch_tip_at_creation=tip,
+    )
+
+
+def restore(ctx: RepoContext, ledger: Ledger, name: str, actor: Actor, on_wait: OnWait) -> Task:
+    """Bring the most recently discarded task called `name` back from its newest snapshot, as a
+    new task with the same name and branch name: HEAD, staged, unstaged and untracked files as
+    they were. The discarded task's record and snapshot stay as they are."""
+    _refuse_live_name(ledger, ctx, name)
+    old = ledger.discarded_task(ctx.repo.id, name)
+    if old is None:
+        raise LaneboardError(f"no discarded task named {name!r} in {ctx.root}")
+    snaps = ledger.snapshots(old.id)
+    if not snaps:
+        raise LaneboardError(f"task {name} ({old.id}) was discarded without a snapshot")
+    _, ref, sha = snaps[-1]
+    saved = snapshot.read(ctx.root, ref, sha)
+    if ctx.git.branch_tip(old.branch) is not None:
+        raise LaneboardError(
+            f"branch {old.branch} exists; restore creates it anew and never reuses a branch"
+        )
+    extra = {"restore_from": old.id, "snapshot_ref": ref, "snapshot_sha": sha}
+    task = create(
+        ctx,
+        ledger,
+        name,
+        old.branch,
+        old.base_ref,
+        old.base_sha,
+        saved.tip or saved.head,
+        extra,
+        actor,
+        on_wait,
+    )
+    ledger.append_event(old.id, ctx.repo.id, "task.restored_as", actor, {"task_id": task.id})
+    return task
 
 
 def finish(
@@ -142,6 +221,12 @@ def finish(
         task = _pin(ctx, ledger, task, actor)
         faults.checkpoint("provision.after_pin")
         done = {event.kind for event in ledger.events(task.id)}
+        planned = intent(ledger, task)
+        if "snapshot_ref" in planned and "snapshot.applied" not in done:
+            saved = snapshot.read(ctx.root, planned["snapshot_ref"], planned["snapshot_sha"])
+            snapshot.apply(Path(task.worktree_path), saved)
+            ledger.append_event(task.id, ctx.repo.id, "snapshot.applied", actor, {"ref": saved.ref})
+        faults.checkpoint("restore.after_apply")
         if "files.copied" not in done:
             _copy_files(ctx, ledger, task, actor)
         faults.checkpoint("provision.after_copy")
@@ -224,6 +309,7 @@ def _copy_files(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> N
     """
     copied: list[str] = []
     skipped: list[str] = []
+    digests: dict[str, str] = {}
     worktree = Path(task.worktree_path)
     for pattern in ctx.settings.provision.copy:
         for match in sorted(glob.glob(pattern, root_dir=ctx.root, recursive=True)):
@@ -241,9 +327,30 @@ def _copy_files(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> N
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
             copied.append(match)
+            digests[match] = file_digest(target)
+    # The digests let removal tell an unchanged copy (laneboard's) from a file someone edited.
     ledger.append_event(
-        task.id, ctx.repo.id, "files.copied", actor, {"copied": copied, "skipped": skipped}
+        task.id,
+        ctx.repo.id,
+        "files.copied",
+        actor,
+        {"copied": copied, "skipped": skipped, "sha256": digests},
     )
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file's content."""
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def copied_files(ledger: Ledger, task: Task) -> dict[str, str]:
+    """Files provisioning copied into the task's worktree, with their SHA-256 at copy time."""
+    found: dict[str, str] = {}
+    for event in ledger.events(task.id):
+        if event.kind == "files.copied":
+            found.update(event.data.get("sha256", {}))
+    return found
 
 
 def _run_setup(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor, on_wait: OnWait) -> None:
@@ -387,12 +494,7 @@ def _require_pristine(ctx: RepoContext, ledger: Ledger, task: Task) -> None:
     facts = status(Path(task.worktree_path), ignored=True)
     if facts.head != task.branch_tip_at_creation:
         raise LaneboardError(f"HEAD moved to {facts.head}")
-    copied = {
-        path
-        for event in ledger.events(task.id)
-        if event.kind == "files.copied"
-        for path in event.data.get("copied", [])
-    }
+    copied = set(copied_files(ledger, task))
     dirty = facts.staged + facts.unstaged + facts.conflicted + facts.ignored
     dirty += [path for path in facts.untracked if path not in copied]
     if dirty:

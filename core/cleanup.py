@@ -1,0 +1,246 @@
+"""The cleanup policy (DESIGN.md section 8): facts about a worktree and its branch in, blockers
+out.
+
+Pure: no disk, no git, no clock. The facts are gathered fresh from disk at the moment of removal
+by `core.facts`; this module only decides. A blocker is a value carrying the fact behind it
+(`untracked file: notes.md`) so the operator can act on it.
+
+Some blockers can be lifted by a snapshot (the work is then saved under
+`refs/laneboard/snapshots/…` before removal, and `laneboard restore` brings it back); the others
+can never be overridden, because removing the worktree would lose something a snapshot cannot
+hold or would pull the ground from under someone still working there.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class BlockerKind(StrEnum):
+    """Why a worktree or branch may not be removed now."""
+
+    NOT_OURS = "not-ours"
+    """laneboard did not create it (so it has no licence to remove it)."""
+    VERIFICATION = "verification"
+    """The worktree fails verification: forged, moved, symlinked, or its identity changed."""
+    LEASE = "lease"
+    """A lease is held on the task's lane: a command is running there."""
+    AGENT = "agent"
+    """A process of the task's pane is alive."""
+    PROCESS = "process"
+    """A process has its working directory, or an open file, inside the worktree."""
+    UNCOMMITTED = "uncommitted"
+    """A staged or unstaged change to a tracked file."""
+    UNTRACKED = "untracked"
+    """An untracked file (not ignored), found whatever `status.showUntrackedFiles` says."""
+    IGNORED = "ignored"
+    """An ignored file that is not a rebuildable cache (`cleanup.rebuildable`)."""
+    HIDDEN = "hidden"
+    """A tracked file marked assume-unchanged or skip-worktree: its changes would be invisible."""
+    CONFLICT = "conflict"
+    """An unmerged index entry."""
+    OPERATION = "operation"
+    """A merge, rebase, cherry-pick, revert, sequencer or bisect is in progress."""
+    LOCKED = "locked"
+    """The worktree is locked (`git worktree lock`) by someone."""
+    INITIALIZING = "initializing"
+    """The worktree is still being created (locked while initializing)."""
+    SUBMODULE = "submodule"
+    """An initialized submodule lives inside."""
+    NESTED = "nested"
+    """Another registered worktree lies inside this one."""
+    UNIQUE_COMMITS = "unique-commits"
+    """HEAD or the branch holds commits reachable from no other branch, remote-tracking ref, tag
+    or laneboard anchor/snapshot ref."""
+    BRANCH_MOVED = "branch-moved"
+    """The branch tip is not the tip recorded before removal."""
+    BRANCH_IN_USE = "branch-in-use"
+    """The branch is checked out, or under rebase or bisect, in some worktree."""
+
+
+SNAPSHOT_LIFTS = frozenset(
+    {BlockerKind.UNCOMMITTED, BlockerKind.UNTRACKED, BlockerKind.UNIQUE_COMMITS}
+)
+"""What a snapshot saves: commits, staged, unstaged and untracked-not-ignored files."""
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """One fact that makes removal unsafe."""
+
+    kind: BlockerKind
+    fact: str
+
+    @property
+    def lifted_by_snapshot(self) -> bool:
+        return self.kind in SNAPSHOT_LIFTS
+
+    def __str__(self) -> str:
+        return self.fact
+
+
+@dataclass(frozen=True)
+class WorktreeFacts:
+    """Everything the policy needs about one task's worktree, read fresh from disk.
+
+    `exists` is False when git lists no worktree at the path and nothing is there: the task's
+    worktree is already gone, so only the branch remains to decide.
+    """
+
+    exists: bool = True
+    created_by_us: bool = True
+    verification: str | None = None
+    """None when verification passed, else the verdict (`symlinked: …`)."""
+    leases: tuple[str, ...] = ()
+    agent: tuple[str, ...] = ()
+    processes: tuple[str, ...] = ()
+    staged: tuple[str, ...] = ()
+    unstaged: tuple[str, ...] = ()
+    conflicted: tuple[str, ...] = ()
+    untracked: tuple[str, ...] = ()
+    untracked_ours: frozenset[str] = frozenset()
+    """Untracked or ignored files provisioning put there and nobody changed since (by content)."""
+    ignored: tuple[str, ...] = ()
+    hidden: tuple[str, ...] = ()
+    operations: tuple[str, ...] = ()
+    lock: str | None = None
+    initializing: bool = False
+    submodules: tuple[str, ...] = ()
+    nested: tuple[str, ...] = ()
+    unique_commits: tuple[str, ...] = ()
+    """`<short sha> <subject>` of commits only HEAD or the branch hold."""
+
+
+@dataclass(frozen=True)
+class BranchFacts:
+    """What decides whether the task's branch may be deleted after its worktree is gone."""
+
+    name: str
+    created_by_us: bool
+    tip: str | None
+    """Its tip now; None when the branch is gone already."""
+    recorded_tip: str | None
+    """The tip the journal recorded before removal began."""
+    in_use: tuple[str, ...] = ()
+    """Worktrees that have it checked out or are rebasing or bisecting it."""
+    reachable_elsewhere: bool = False
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome for a worktree: what blocks it, and whether a snapshot would clear the way."""
+
+    blockers: tuple[Blocker, ...] = field(default_factory=tuple)
+
+    @property
+    def clear(self) -> bool:
+        return not self.blockers
+
+    @property
+    def clear_after_snapshot(self) -> bool:
+        return all(b.lifted_by_snapshot for b in self.blockers)
+
+    @property
+    def hard(self) -> tuple[Blocker, ...]:
+        """Blockers no snapshot can lift."""
+        return tuple(b for b in self.blockers if not b.lifted_by_snapshot)
+
+
+def is_rebuildable(path: str, patterns: Iterable[str]) -> bool:
+    """True when an ignored path (as `git status --ignored=matching` names it; a directory ends
+    with `/`) is a cache tools rebuild. A pattern ending in `/` names a directory at any depth
+    (`node_modules/` matches `web/node_modules/`); any other pattern is a glob on the basename
+    (`*.pyc`), or on the whole path when it contains a `/`."""
+    is_dir = path.endswith("/")
+    stripped = path.rstrip("/")
+    parts = stripped.split("/")
+    for pattern in patterns:
+        if pattern.endswith("/"):
+            name = pattern.rstrip("/")
+            # The directory itself, or anything under such a directory.
+            if (is_dir and fnmatch.fnmatchcase(parts[-1], name)) or any(
+                fnmatch.fnmatchcase(part, name) for part in parts[:-1]
+            ):
+                return True
+        elif "/" in pattern:
+            if fnmatch.fnmatchcase(stripped, pattern.strip("/")):
+                return True
+        elif fnmatch.fnmatchcase(parts[-1], pattern):
+            return True
+    return False
+
+
+def _each(kind: BlockerKind, label: str, items: Sequence[str]) -> list[Blocker]:
+    return [Blocker(kind, f"{label}: {item}") for item in items]
+
+
+def worktree_blockers(facts: WorktreeFacts, rebuildable: Sequence[str]) -> Decision:
+    """Every reason the worktree may not be removed now (empty when removal is safe)."""
+    if not facts.exists:
+        return Decision()
+    found: list[Blocker] = []
+    if not facts.created_by_us:
+        found.append(Blocker(BlockerKind.NOT_OURS, "worktree not created by laneboard"))
+    if facts.verification is not None:
+        found.append(Blocker(BlockerKind.VERIFICATION, f"verification: {facts.verification}"))
+    found += _each(BlockerKind.LEASE, "lease held", facts.leases)
+    found += _each(BlockerKind.AGENT, "agent running", facts.agent)
+    found += _each(BlockerKind.PROCESS, "process inside", facts.processes)
+    found += _each(BlockerKind.OPERATION, "in progress", facts.operations)
+    if facts.initializing:
+        found.append(Blocker(BlockerKind.INITIALIZING, "still being created (locked)"))
+    elif facts.lock is not None:
+        found.append(Blocker(BlockerKind.LOCKED, f"locked: {facts.lock or '(no reason)'}"))
+    found += _each(BlockerKind.SUBMODULE, "initialized submodule", facts.submodules)
+    found += _each(BlockerKind.NESTED, "worktree nested inside", facts.nested)
+    found += _each(BlockerKind.CONFLICT, "conflicted file", facts.conflicted)
+    found += _each(BlockerKind.HIDDEN, "hidden change possible", facts.hidden)
+    found += _each(BlockerKind.UNCOMMITTED, "staged change", facts.staged)
+    found += _each(BlockerKind.UNCOMMITTED, "unstaged change", facts.unstaged)
+    found += _each(
+        BlockerKind.UNTRACKED,
+        "untracked file",
+        [p for p in facts.untracked if p not in facts.untracked_ours],
+    )
+    found += _each(
+        BlockerKind.IGNORED,
+        "ignored file",
+        [
+            p
+            for p in facts.ignored
+            if p not in facts.untracked_ours and not is_rebuildable(p, rebuildable)
+        ],
+    )
+    found += _each(BlockerKind.UNIQUE_COMMITS, "commit only here", facts.unique_commits)
+    return Decision(tuple(found))
+
+
+def branch_blockers(facts: BranchFacts) -> Decision:
+    """Every reason the branch may not be deleted. A branch laneboard did not create, or one
+    that is already gone, is never deleted (the caller keeps it)."""
+    found: list[Blocker] = []
+    if not facts.created_by_us:
+        found.append(Blocker(BlockerKind.NOT_OURS, f"branch {facts.name} not created by laneboard"))
+    if facts.tip is not None and facts.tip != facts.recorded_tip:
+        found.append(
+            Blocker(
+                BlockerKind.BRANCH_MOVED,
+                f"branch {facts.name} moved: {_short(facts.recorded_tip)} → {_short(facts.tip)}",
+            )
+        )
+    found += _each(BlockerKind.BRANCH_IN_USE, f"branch {facts.name} in use", facts.in_use)
+    if facts.tip is not None and not facts.reachable_elsewhere:
+        found.append(
+            Blocker(
+                BlockerKind.UNIQUE_COMMITS,
+                f"branch {facts.name} holds commits no other ref reaches",
+            )
+        )
+    return Decision(tuple(found))
+
+
+def _short(sha: str | None) -> str:
+    return (sha or "none")[:10]

@@ -1,0 +1,182 @@
+"""Gathering the facts the cleanup policy decides on, fresh from disk, at the moment of removal.
+
+Owns the reads: verification, leases, /proc, `git status` (untracked files listed whatever
+`status.showUntrackedFiles` says; ignored files listed), the index flags, the admin dir
+(operations in progress, lock), submodules, nested worktrees, and reachability of HEAD and the
+branch. Never caches and never changes anything. A worktree that fails verification is not looked
+into any further: running git inside a forged directory would run its config and hooks.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from core import procs
+from core.cleanup import BranchFacts, WorktreeFacts
+from core.git import run_git, status, worktree_list
+from core.leases import LeaseState, LeaseStore
+from core.ledger import Ledger
+from core.models import Task
+from core.provision import LOCK_PREFIX, copied_files, file_digest
+from core.repo import RepoContext
+from core.runtime import Runtime
+from core.verify import verify_worktree
+
+OPERATIONS = (
+    ("MERGE_HEAD", "merge"),
+    ("rebase-merge", "rebase (merge backend)"),
+    ("rebase-apply", "rebase or am (apply backend)"),
+    ("CHERRY_PICK_HEAD", "cherry-pick"),
+    ("REVERT_HEAD", "revert"),
+    ("sequencer", "sequencer (a cherry-pick or revert series)"),
+    ("BISECT_LOG", "bisect"),
+    ("BISECT_START", "bisect"),
+)
+"""Files in a worktree's admin dir that mean an operation is in progress there."""
+
+
+def admin_dir(ctx: RepoContext, task: Task) -> Path | None:
+    return ctx.common_dir / "worktrees" / task.admin_name if task.admin_name else None
+
+
+def operations_in(gitdir: Path) -> list[str]:
+    """Operations in progress according to a (worktree's or the root's) git dir."""
+    found: list[str] = []
+    for name, label in OPERATIONS:
+        if (gitdir / name).exists() and label not in found:
+            found.append(label)
+    return found
+
+
+def worktree_exists(ctx: RepoContext, task: Task) -> bool:
+    """Something is at the task's path, or git still lists a worktree there."""
+    path = os.path.realpath(task.worktree_path)
+    return os.path.lexists(task.worktree_path) or any(
+        os.path.realpath(e.path) == path for e in worktree_list(ctx.root)
+    )
+
+
+def gather(
+    ctx: RepoContext, ledger: Ledger, task: Task, runtime: Runtime, store: LeaseStore
+) -> WorktreeFacts:
+    """Every fact `cleanup.worktree_blockers` needs about the task's worktree, read now."""
+    if not worktree_exists(ctx, task):
+        return WorktreeFacts(exists=False)
+    worktree = Path(task.worktree_path)
+    verdict = verify_worktree(
+        worktree,
+        area=Path(task.area),
+        common_dir=ctx.common_dir,
+        admin_name=task.admin_name,
+        identity=task.identity,
+    )
+    leases = tuple(
+        f"#{lease.seq} `{' '.join(lease.command)}` (pid {lease.child_pid or lease.holder_pid})"
+        for lease in store.active(task.repo_id)
+        if lease.lane == task.id and lease.state is LeaseState.RUNNING
+    )
+    agent = tuple(runtime.pane_processes(task))
+    if not task.worktree_created_by_us or not verdict.ok:
+        return WorktreeFacts(
+            created_by_us=task.worktree_created_by_us,
+            verification=None if verdict.ok else str(verdict),
+            leases=leases,
+            agent=agent,
+        )
+    facts = status(worktree, ignored=True)
+    admin = admin_dir(ctx, task)
+    assert admin is not None  # verification passed, so the admin name is known
+    lock = _read_lock(admin)
+    return WorktreeFacts(
+        leases=leases,
+        agent=agent,
+        processes=tuple(procs.inside(str(worktree))),
+        staged=tuple(facts.staged),
+        unstaged=tuple(p for p in facts.unstaged if p not in facts.submodules),
+        conflicted=tuple(facts.conflicted),
+        untracked=tuple(facts.untracked),
+        untracked_ours=_unchanged_copies(ledger, task, worktree),
+        ignored=tuple(facts.ignored),
+        hidden=tuple(_hidden(worktree)),
+        operations=tuple(operations_in(admin)),
+        lock=lock,
+        initializing=lock is not None and (lock == "initializing" or lock.startswith(LOCK_PREFIX)),
+        submodules=tuple(_initialized_submodules(worktree)),
+        nested=tuple(
+            e.path
+            for e in worktree_list(ctx.root)
+            if Path(os.path.realpath(worktree)) in Path(os.path.realpath(e.path)).parents
+        ),
+        unique_commits=tuple(ctx.git.unique_commits([facts.head], exclude=task.branch)),
+    )
+
+
+def _read_lock(admin: Path) -> str | None:
+    try:
+        return (admin / "locked").read_text(errors="replace").strip()
+    except FileNotFoundError:
+        return None
+
+
+def _unchanged_copies(ledger: Ledger, task: Task, worktree: Path) -> frozenset[str]:
+    unchanged = set()
+    for relative, digest in copied_files(ledger, task).items():
+        path = worktree / relative
+        if path.is_file() and not path.is_symlink() and file_digest(path) == digest:
+            unchanged.add(relative)
+    return frozenset(unchanged)
+
+
+def _hidden(worktree: Path) -> list[str]:
+    """Tracked files flagged assume-unchanged (lower-case tag) or skip-worktree (`S`) that exist
+    on disk: git would not report their changes. Sparse-checkout entries absent on disk are fine."""
+    out = run_git(["ls-files", "-v", "-z"], cwd=worktree).stdout.decode(errors="surrogateescape")
+    found = []
+    for item in out.split("\0"):
+        if len(item) < 3:
+            continue
+        tag, path = item[0], item[2:]
+        if (tag.islower() or tag == "S") and os.path.lexists(worktree / path):
+            found.append(path)
+    return found
+
+
+def _initialized_submodules(worktree: Path) -> list[str]:
+    """Gitlinks (mode 160000) whose directory holds a `.git`: an initialized submodule."""
+    out = run_git(["ls-files", "-s", "-z"], cwd=worktree).stdout.decode(errors="surrogateescape")
+    found = []
+    for item in out.split("\0"):
+        meta, _, path = item.partition("\t")
+        if meta.startswith("160000 ") and os.path.lexists(worktree / path / ".git"):
+            found.append(path)
+    return found
+
+
+def branch_facts(ctx: RepoContext, task: Task, recorded_tip: str | None) -> BranchFacts:
+    """Whether the task's branch may be deleted: its tip now, where it is in use, whether its
+    commits are reachable from another ref (a snapshot or anchor counts)."""
+    ctx.git.refresh()
+    tip = ctx.git.branch_tip(task.branch)
+    in_use: list[str] = []
+    ref = f"refs/heads/{task.branch}"
+    for entry in worktree_list(ctx.root):
+        if entry.branch == task.branch:
+            in_use.append(f"checked out at {entry.path}")
+    for gitdir in [ctx.common_dir, *sorted((ctx.common_dir / "worktrees").glob("*"))]:
+        for marker in ("rebase-merge/head-name", "rebase-apply/head-name", "BISECT_START"):
+            try:
+                content = (gitdir / marker).read_text(errors="replace").strip()
+            except OSError:
+                continue
+            if content in (ref, task.branch):
+                in_use.append(f"{marker.split('/')[0].lower()} in {gitdir}")
+    reachable = tip is None or not ctx.git.unique_commits([tip], exclude=task.branch)
+    return BranchFacts(
+        name=task.branch,
+        created_by_us=task.branch_created_by_us,
+        tip=tip,
+        recorded_tip=recorded_tip,
+        in_use=tuple(in_use),
+        reachable_elsewhere=reachable,
+    )
