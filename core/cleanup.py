@@ -112,6 +112,8 @@ class WorktreeFacts:
     nested: tuple[str, ...] = ()
     unique_commits: tuple[str, ...] = ()
     """`<short sha> <subject>` of commits only HEAD or the branch hold."""
+    head: str | None = None
+    """The worktree's HEAD commit (not a blocker; what a snapshot starts from)."""
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,15 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from core import procs
+from core import procs, removal
 from core.errors import LaneboardError
 from core.git import WorktreeEntry, worktree_list
+from core.leases import LeaseKind, LeaseStore
 from core.ledger import Ledger
 from core.models import Actor, Task, TaskState
 from core.provision import finish, intent, lock_reason, record_created, rollback
 from core.repo import RepoContext
+from core.runtime import Runtime
 from core.verify import verify_worktree
 
 
@@ -26,7 +28,8 @@ from core.verify import verify_worktree
 class Finding:
     """One disagreement between the ledger and the world.
 
-    `kind` is a stable identifier (documented in docs/cli.md); `fixed` says what `--fix` did.
+    `kind` is a stable identifier (documented in docs/cli.md); `fixed` says what `--fix` did, or
+    starts with `not fixed:` and says why it could not.
     """
 
     kind: str
@@ -35,12 +38,18 @@ class Finding:
     task_id: str | None = None
     fixed: str | None = None
 
+    @property
+    def resolved(self) -> bool:
+        return self.fixed is not None and not self.fixed.startswith("not fixed")
+
 
 def _by_path(entries: list[WorktreeEntry]) -> dict[str, WorktreeEntry]:
     return {os.path.realpath(e.path): e for e in entries}
 
 
-def diagnose(ctx: RepoContext, ledger: Ledger, *, fix: bool, actor: Actor) -> list[Finding]:
+def diagnose(
+    ctx: RepoContext, ledger: Ledger, *, fix: bool, actor: Actor, runtime: Runtime
+) -> list[Finding]:
     """Every finding for one repo, fixing what `fix` allows as it goes."""
     findings: list[Finding] = []
     entries = _by_path(worktree_list(ctx.root))
@@ -50,6 +59,8 @@ def diagnose(ctx: RepoContext, ledger: Ledger, *, fix: bool, actor: Actor) -> li
     for task in tasks:
         if task.state is TaskState.PROVISIONING:
             findings.append(_interrupted_provisioning(ctx, ledger, task, entries, fix, actor))
+        elif task.state is TaskState.DISCARDING:
+            findings.append(_interrupted_discard(ctx, ledger, task, fix, actor, runtime))
         elif task.live:
             findings.extend(_live_task(ctx, task, entries))
         elif task.worktree_created_by_us and _leftover(task, entries, live_paths):
@@ -127,6 +138,30 @@ def _live_task(ctx: RepoContext, task: Task, entries: dict[str, WorktreeEntry]) 
     return found
 
 
+def _interrupted_discard(
+    ctx: RepoContext, ledger: Ledger, task: Task, fix: bool, actor: Actor, runtime: Runtime
+) -> Finding:
+    """A discard that stopped between its journalled intent and `discarded`: `--fix` finishes
+    it (the operator asked for it), re-checking every blocker from disk as discard does."""
+    if task.owner_pid is not None and procs.alive(task.owner_pid, task.owner_start):
+        return Finding(
+            "discard-in-progress", f"process {task.owner_pid} is discarding it", task.name, task.id
+        )
+    detail = "discarding was interrupted; --fix finishes it (snapshot first, blockers re-checked)"
+    if not fix:
+        return Finding("interrupted-discard", detail, task.name, task.id)
+    store = LeaseStore(ledger.database, ctx.settings.lanes.slots)
+    try:
+        with ctx.lane(ledger, None, LeaseKind.REMOVE, ["laneboard", "doctor", "--fix"]):
+            removal.complete(ctx, ledger, task, runtime=runtime, store=store, actor=actor)
+    except LaneboardError as err:
+        reasons = "; ".join([str(err), *err.details])
+        return Finding(
+            "interrupted-discard", detail, task.name, task.id, fixed=f"not fixed: {reasons}"
+        )
+    return Finding("interrupted-discard", detail, task.name, task.id, fixed="finished")
+
+
 def _interrupted_provisioning(
     ctx: RepoContext,
     ledger: Ledger,
@@ -158,7 +193,9 @@ def _interrupted_provisioning(
         try:
             finish(ctx, ledger, task, actor, setup_is_ours=False)
         except LaneboardError as err:
-            return Finding("interrupted-provisioning", detail, task.name, task.id, fixed=str(err))
+            return Finding(
+                "interrupted-provisioning", detail, task.name, task.id, fixed=f"not fixed: {err}"
+            )
         return Finding("interrupted-provisioning", detail, task.name, task.id, fixed="finished")
 
     leftovers: list[str] = []

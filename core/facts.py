@@ -89,6 +89,7 @@ def gather(
     assert admin is not None  # verification passed, so the admin name is known
     lock = _read_lock(admin)
     return WorktreeFacts(
+        head=facts.head,
         leases=leases,
         agent=agent,
         processes=tuple(procs.inside(str(worktree))),
@@ -108,7 +109,11 @@ def gather(
             for e in worktree_list(ctx.root)
             if Path(os.path.realpath(worktree)) in Path(os.path.realpath(e.path)).parents
         ),
-        unique_commits=tuple(ctx.git.unique_commits([facts.head], exclude=task.branch)),
+        unique_commits=tuple(
+            ctx.git.unique_commits(
+                [facts.head, ctx.git.branch_tip(task.branch)], exclude=task.branch
+            )
+        ),
     )
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from core import doctor as doctor_mod
 from core import provision as provision_mod
+from core import removal
+from core.cleanup import Decision
 from core.config import load_settings
 from core.errors import LaneboardError
 from core.git import worktree_list
@@ -21,6 +23,7 @@ from core.leases import Lease, LeaseState, LeaseStore
 from core.ledger import Ledger
 from core.models import Actor, Event, Repo, Task
 from core.repo import RepoContext, open_repo
+from core.runtime import NoRuntime, Runtime
 from core.verify import Verdict, verify_worktree
 
 
@@ -59,9 +62,12 @@ class TaskView:
 class Board:
     """laneboard's operations over one ledger."""
 
-    def __init__(self, ledger: Ledger, *, actor: Actor = Actor.CLI) -> None:
+    def __init__(
+        self, ledger: Ledger, *, actor: Actor = Actor.CLI, runtime: Runtime | None = None
+    ) -> None:
         self.ledger = ledger
         self.actor = actor
+        self.runtime: Runtime = runtime or NoRuntime()
 
     # --- repos ---------------------------------------------------------------------------
 
@@ -88,6 +94,48 @@ class Board:
         """Provision task `name` from `base` (default: the root's HEAD). `on_wait` is told when
         provisioning has to wait for the repo's root lane."""
         return provision_mod.provision(ctx, self.ledger, name, base or "HEAD", self.actor, on_wait)
+
+    def retain(self, ctx: RepoContext, name: str) -> Task:
+        """Stop the task's agent, keep its worktree and branch."""
+        return removal.retain(ctx, self.ledger, self._live(ctx, name), self.runtime, self.actor)
+
+    def discard_preview(self, ctx: RepoContext, name: str) -> Decision:
+        """What would block discarding the task right now (changes nothing)."""
+        return removal.preview(ctx, self.ledger, self._live(ctx, name), self.runtime)
+
+    def discard(
+        self,
+        ctx: RepoContext,
+        name: str,
+        *,
+        force: bool = False,
+        on_wait: Callable[[Lease], None] | None = None,
+    ) -> Task:
+        """Snapshot and remove the task's worktree and branch, or refuse with every blocker."""
+        return removal.discard(
+            ctx,
+            self.ledger,
+            self._live(ctx, name),
+            force=force,
+            runtime=self.runtime,
+            actor=self.actor,
+            on_wait=on_wait,
+        )
+
+    def restore(
+        self, ctx: RepoContext, name: str, *, on_wait: Callable[[Lease], None] | None = None
+    ) -> Task:
+        """Bring the latest discarded task `name` back from its newest snapshot."""
+        return provision_mod.restore(ctx, self.ledger, name, self.actor, on_wait)
+
+    def snapshots(self, task: Task) -> list[tuple[int, str, str]]:
+        return self.ledger.snapshots(task.id)
+
+    def _live(self, ctx: RepoContext, name: str) -> Task:
+        task = self.task(ctx, name)
+        if not task.live:
+            raise LaneboardError(f"task {task.name} is {task.state.value}; it has been retired")
+        return task
 
     def task(self, ctx: RepoContext, name: str) -> Task:
         """The live task called `name` (or with that id), else the latest retired one."""
@@ -183,6 +231,11 @@ class Board:
                 report.append((repo, [missing]))
                 continue
             report.append(
-                (repo, doctor_mod.diagnose(context, self.ledger, fix=fix, actor=self.actor))
+                (
+                    repo,
+                    doctor_mod.diagnose(
+                        context, self.ledger, fix=fix, actor=self.actor, runtime=self.runtime
+                    ),
+                )
             )
         return report

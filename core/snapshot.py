@@ -99,6 +99,17 @@ def take(
     return Snapshot(ref, sha, head, index_commit, tip, work_tree, index_tree)
 
 
+def of_commit(root: Path, *, ref: str, commit: str, message: str) -> Snapshot:
+    """A snapshot of a commit alone (the worktree is gone): its tree, nothing staged apart."""
+    tree = _git(root, "rev-parse", f"{commit}^{{tree}}")
+    index_commit = _git(root, "commit-tree", tree, "-p", commit, "-m", "index", extra=IDENTITY)
+    sha = _git(
+        root, "commit-tree", tree, "-p", commit, "-p", index_commit, "-m", message, extra=IDENTITY
+    )
+    _git(root, "update-ref", ref, sha, "0" * 40)
+    return Snapshot(ref, sha, commit, index_commit, commit, tree, tree)
+
+
 def matches(worktree: Path, gitdir: Path, snapshot: Snapshot, head: str | None) -> bool:
     """True when the worktree still holds exactly what `snapshot` saved."""
     return head == snapshot.head and trees_now(worktree, gitdir) == (

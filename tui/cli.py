@@ -88,9 +88,8 @@ def cmd_new(args: argparse.Namespace) -> int:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    from tui import output
-
     from core.repo import NotRegistered
+    from tui import output
 
     board = _board()
     try:
@@ -190,9 +189,52 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     else:
         for repo, finding in findings:
             who = f" {finding.task}" if finding.task else ""
-            fixed = f" [fixed: {finding.fixed}]" if finding.fixed else ""
+            fixed = f" [{finding.fixed}]" if finding.fixed else ""
             print(f"{repo.root}: {finding.kind}{who}: {finding.detail}{fixed}")
-    return 1 if any(f.fixed is None for _, f in findings) else 0
+    return 0 if all(f.resolved for _, f in findings) else 1
+
+
+def cmd_retain(args: argparse.Namespace) -> int:
+    from tui import output
+
+    board = _board()
+    ctx = _repo(board, args)
+    task = board.retain(ctx, args.name)
+    if args.json:
+        output.emit_json(output.task_json(task, ctx.repo))
+    else:
+        print(f"{task.name}: retained; worktree {task.worktree_path} and branch {task.branch} kept")
+    return 0
+
+
+def cmd_discard(args: argparse.Namespace) -> int:
+    from tui import output
+
+    board = _board()
+    ctx = _repo(board, args)
+    task = board.discard(ctx, args.name, force=args.force, on_wait=_print_wait)
+    snaps = board.snapshots(task)
+    if args.json:
+        document = output.task_json(task, ctx.repo)
+        document["snapshot"] = snaps[-1][1] if snaps else None
+        output.emit_json(document)
+    else:
+        saved = f"; saved in {snaps[-1][1]} (laneboard restore {task.name})" if snaps else ""
+        print(f"{task.name}: discarded{saved}")
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    from tui import output
+
+    board = _board()
+    ctx = _repo(board, args)
+    task = board.restore(ctx, args.name, on_wait=_print_wait)
+    if args.json:
+        output.emit_json(output.task_json(task, ctx.repo))
+    else:
+        print(f"{task.name}: restored at {task.worktree_path} on {task.branch}")
+    return 0
 
 
 def _print_wait(lease: Lease) -> None:
@@ -309,6 +351,19 @@ def _parser() -> _Parser:
 
     doctor = add("doctor", cmd_doctor, "reconcile the ledger with git; report, fix what is exact")
     doctor.add_argument("--fix", action="store_true", help="finish or undo interrupted changes")
+
+    add("retain", cmd_retain, "stop the agent; keep worktree and branch").add_argument("name")
+    discard = add("discard", cmd_discard, "snapshot and remove a task's worktree and branch")
+    discard.add_argument("name")
+    discard.add_argument(
+        "--force",
+        action="store_true",
+        help="save uncommitted, untracked and unique work in a "
+        "snapshot and remove anyway (other blockers still refuse)",
+    )
+    add(
+        "restore", cmd_restore, "bring a discarded task back from its newest snapshot"
+    ).add_argument("name")
 
     run = add("exec", cmd_exec, "run a command in a lane, waiting for admission", json=False)
     where = run.add_mutually_exclusive_group()

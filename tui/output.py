@@ -82,6 +82,7 @@ def finding_json(repo: Repo, finding: Finding) -> dict[str, Any]:
         "task_id": finding.task_id,
         "detail": finding.detail,
         "fixed": finding.fixed,
+        "resolved": finding.resolved,
     }
 
 
