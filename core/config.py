@@ -18,7 +18,7 @@ import hashlib
 import json
 import os
 import tomllib
-from dataclasses import dataclass, field, fields, is_dataclass, replace
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, get_type_hints
 
@@ -173,9 +173,14 @@ def _validate(data: dict[str, Any], source: str) -> Settings:
     if not data:
         return Settings()
     marker = _cache_marker(data)
-    if marker is not None and marker.exists():
-        built: Settings = _build(Settings, data)
-        return built
+    if marker is not None:
+        try:
+            normalized = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            pass  # no marker (or a damaged one): validate
+        else:
+            built: Settings = _build(Settings, normalized)
+            return built
     from pydantic import TypeAdapter, ValidationError
 
     try:
@@ -190,7 +195,9 @@ def _validate(data: dict[str, Any], source: str) -> Settings:
     if marker is not None:
         try:
             marker.parent.mkdir(parents=True, exist_ok=True)
-            marker.touch()
+            temporary = marker.with_suffix(f".{os.getpid()}.tmp")
+            temporary.write_text(json.dumps(asdict(settings)))
+            os.replace(temporary, marker)
         except OSError:
             pass  # only a cache: validation simply runs again next time
     return settings
@@ -215,11 +222,15 @@ def _problem(settings: Settings) -> str | None:
     return None
 
 
-_SCHEMA = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+_SCHEMA = hashlib.sha256(
+    Path(__file__).read_bytes() + (Path(__file__).parent / "names.py").read_bytes()
+).hexdigest()
+"""Changes to the settings' types or rules invalidate every marker."""
 
 
 def _cache_marker(data: dict[str, Any]) -> Path | None:
-    """The marker file that says `data` passed validation by this version of this module."""
+    """The marker file that says `data` passed validation by this version of this module; it
+    holds the validated, normalized settings (pydantic's conversions applied) as JSON."""
     try:
         canonical = json.dumps(data, sort_keys=True, default=str)
     except (TypeError, ValueError):
@@ -229,8 +240,8 @@ def _cache_marker(data: dict[str, Any]) -> Path | None:
 
 
 def _build(cls: Any, data: dict[str, Any]) -> Any:
-    """Rebuild settings from data that passed validation before (lists become tuples, tables
-    the nested dataclasses), without pydantic."""
+    """Rebuild settings from their validated, normalized JSON (lists become tuples, tables the
+    nested dataclasses), without pydantic."""
     hints = get_type_hints(cls)
     values: dict[str, Any] = {}
     for item in fields(cls):
@@ -258,6 +269,11 @@ def load_settings(root: Path | None = None) -> Settings:
         repo_path = root / REPO_CONFIG_NAME
         repo_data = _read_toml(repo_path)
         _validate(repo_data, str(repo_path))
+        if "slots" in repo_data.get("lanes", {}):
+            raise ConfigError(
+                f"{repo_path}: field lanes.slots: slots are machine-wide; set them in "
+                f"{user_path} (a repo can cap itself with lanes.repo_cap)"
+            )
         data = _merge(data, repo_data)
     settings = _validate(data, "configuration")
     slots = os.environ.get("LANEBOARD_SLOTS")

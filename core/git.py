@@ -81,8 +81,13 @@ def run_git(
 
 
 def first_line(raw: bytes) -> str:
+    """The line of git's stderr that says what went wrong: the first `fatal:` or `error:` line
+    (git prints progress such as "Preparing worktree" before it), else the last line."""
     lines = [line.strip() for line in raw.decode(errors="replace").splitlines() if line.strip()]
-    return lines[0] if lines else "(no message)"
+    for line in lines:
+        if line.startswith(("fatal:", "error:")):
+            return line
+    return lines[-1] if lines else "(no message)"
 
 
 # --- repository discovery ---------------------------------------------------------------

@@ -148,10 +148,10 @@ class LeaseStore:
         )
         return [Lease.from_row(r) for r in rows]
 
-    def covering(self, repo_id: int, lane: str | None) -> Lease | None:
-        """The running lease this process runs under (`$LANEBOARD_LEASE`, set by `exec` for its
-        command) if it covers `lane`: the same worktree lane, or the root lane of the same repo.
-        Work under it needs no lease of its own; asking for one would wait on itself."""
+    def outer(self) -> Lease | None:
+        """The running lease this process runs under: the one `$LANEBOARD_LEASE` names (set by
+        `exec` for its command), provided its command is an ancestor of this process, so a
+        stray variable in some unrelated shell means nothing."""
         value = os.environ.get(LEASE_ENV, "")
         if not value.isdigit():
             return None
@@ -161,9 +161,12 @@ class LeaseStore:
         if row is None:
             return None
         lease = Lease.from_row(row)
-        if lease.state is not LeaseState.RUNNING or lease.repo_id != repo_id:
+        if lease.state is not LeaseState.RUNNING:
             return None
-        return lease if lease.lane is None or lease.lane == lane else None
+        mine = procs.ancestors(os.getpid())
+        if lease.child_pid not in mine and lease.holder_pid not in mine:
+            return None
+        return lease
 
     # --- changes -------------------------------------------------------------------------
 
@@ -394,6 +397,24 @@ class Waker:
         self.close()
 
 
+@dataclass
+class Held:
+    """A lease held for the duration of a `hold` block. Set `exit_code` to the command's exit
+    code before the block ends; it is recorded when the lease is released."""
+
+    lease: Lease
+    store: LeaseStore
+    inherited: bool = False
+    """True when the block runs under an outer lease that covers the lane (no lease of its own)."""
+    exit_code: int | None = None
+
+    def record_child(self, pid: int) -> None:
+        """Record the command started under this lease (not for an inherited lease: the outer
+        lease's command is what keeps it)."""
+        if not self.inherited:
+            self.store.set_child(self.lease.seq, pid)
+
+
 @contextmanager
 def hold(
     store: LeaseStore,
@@ -405,18 +426,27 @@ def hold(
     repo_cap: int | None = None,
     timeout: float | None = None,
     on_wait: Callable[[Lease], None] | None = None,
-) -> Iterator[Lease]:
-    """Hold a lane for the duration of the block (laneboard's own root and setup operations).
+) -> Iterator[Held]:
+    """Hold a lane for the duration of the block: wait for admission, run the block, release.
 
     The lease is released when the block ends, however it ends; an exception while waiting
     (timeout, KeyboardInterrupt) cancels the waiting lease, which releases whoever it held back.
-    Inside a command that already runs under a lease covering the lane, the block runs under
-    that lease instead.
+    Inside a command that runs under an outer lease (`$LANEBOARD_LEASE`): if that lease covers
+    the lane (the same lane, or the repo's root lane) the block runs under it; if it conflicts
+    without covering it (asking for the root lane from inside a worktree lane), waiting would
+    wait for itself forever, so it is refused at once.
     """
-    inherited = store.covering(repo_id, lane)
-    if inherited is not None:
-        yield inherited
-        return
+    outer = store.outer()
+    if outer is not None and outer.repo_id == repo_id:
+        if outer.lane is None or outer.lane == lane:
+            yield Held(outer, store, inherited=True)
+            return
+        if lane is None:
+            raise LaneboardError(
+                f"`{shlex.join(command)}` needs the root lane, but runs inside lease "
+                f"#{outer.seq} (`{shlex.join(outer.command)}`) on a worktree lane of the same "
+                "repo and would wait for itself; run it outside that command"
+            )
     with Waker(store.wake_dir) as waker:
         lease = store.request(
             repo_id=repo_id,
@@ -431,7 +461,9 @@ def hold(
         except BaseException:
             store.release(lease.seq, "cancelled")
             raise
+    held = Held(lease, store)
     try:
-        yield lease
+        yield held
     finally:
-        store.release(lease.seq, "done")
+        reason = "done" if held.exit_code is None else "exited"
+        store.release(lease.seq, reason, held.exit_code)

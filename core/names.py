@@ -12,6 +12,8 @@ import re
 from core.errors import LaneboardError
 
 TASK_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
+TASK_ID = re.compile(r"[0-9a-f]{12}")
+"""Task ids are 12 hex digits; no name may look like one, so a name or id never means two tasks."""
 _REF_FORBIDDEN_CHARS = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
 
 
@@ -36,6 +38,8 @@ def check_task_name(name: str) -> str:
         raise NameError_(f"task name {name!r} ends with '.lock'")
     if name.endswith("."):
         raise NameError_(f"task name {name!r} ends with '.'")
+    if TASK_ID.fullmatch(name):
+        raise NameError_(f"task name {name!r} looks like a task id (12 hex digits)")
     return name
 
 

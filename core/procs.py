@@ -43,6 +43,20 @@ def alive(pid: int, start: int | None) -> bool:
     return True
 
 
+def ancestors(pid: int) -> set[int]:
+    """`pid` and every process above it up to init (from `/proc/<pid>/stat` field 4)."""
+    found: set[int] = set()
+    while pid > 0 and pid not in found:
+        found.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            break
+        pid = int(stat.rsplit(b")", 1)[1].split()[1])
+    return found
+
+
 def me() -> tuple[int, int]:
     """This process's (pid, start time)."""
     pid = os.getpid()

@@ -13,7 +13,7 @@ import glob
 import hashlib
 import os
 import shutil
-import subprocess
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,11 +28,12 @@ from core.git import (
     worktree_remove,
     worktree_unlock,
 )
-from core.leases import Lease, LeaseKind
+from core.leases import LEASE_ENV, Lease, LeaseKind
 from core.ledger import Ledger, NameTaken, new_task_id
 from core.models import Actor, Task, TaskState
 from core.names import branch_for
 from core.repo import RepoContext
+from core.runner import find_command, spawn_and_wait
 from core.verify import verify_worktree
 
 LOCK_PREFIX = "laneboard: initializing task "
@@ -369,26 +370,33 @@ def _run_setup(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor, on_wa
         "LANEBOARD_WORKTREE": task.worktree_path,
         "LANEBOARD_ROOT": str(ctx.root),
     }
-    try:
-        with ctx.lane(ledger, task.id, LeaseKind.SETUP, argv, on_wait):
-            ledger.append_event(task.id, ctx.repo.id, "setup.started", actor, {"command": argv})
-            result = subprocess.run(
-                argv,
-                cwd=task.worktree_path,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                check=False,
-            )
-    except OSError as err:
-        raise LaneboardError(f"setup command {argv[0]!r} could not start: {err.strerror}") from None
-    tail = result.stdout.decode(errors="replace").splitlines()[-SETUP_TAIL_LINES:]
-    data: dict[str, Any] = {"command": argv, "exit_code": result.returncode, "output_tail": tail}
-    if result.returncode != 0:
+    executable = find_command(argv[0])
+    if executable is None:
+        raise LaneboardError(f"setup command not found: {argv[0]}")
+    with (
+        ctx.lane(ledger, task.id, LeaseKind.SETUP, argv, on_wait) as held,
+        tempfile.TemporaryFile() as log,
+        open(os.devnull, "rb") as nothing,
+    ):
+        ledger.append_event(task.id, ctx.repo.id, "setup.started", actor, {"command": argv})
+        env[LEASE_ENV] = str(held.lease.seq)
+        code = spawn_and_wait(
+            executable,
+            argv,
+            Path(task.worktree_path),
+            env,
+            held.record_child,
+            stdin=nothing.fileno(),
+            output=log.fileno(),
+        )
+        held.exit_code = code
+        log.seek(0)
+        tail = log.read().decode(errors="replace").splitlines()[-SETUP_TAIL_LINES:]
+    data: dict[str, Any] = {"command": argv, "exit_code": code, "output_tail": tail}
+    if code != 0:
         ledger.append_event(task.id, ctx.repo.id, "setup.failed", actor, data)
         last = tail[-1] if tail else "no output"
-        raise LaneboardError(f"setup command exited with {result.returncode}: {last}")
+        raise LaneboardError(f"setup command exited with {code}: {last}")
     ledger.append_event(task.id, ctx.repo.id, "setup.done", actor, data)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from core.config import Settings, load_settings
 from core.errors import LaneboardError
 from core.git import GitRepo, RepoPaths, discover
-from core.leases import Lease, LeaseKind, LeaseStore, hold
+from core.leases import Held, Lease, LeaseKind, LeaseStore, hold
 from core.ledger import Ledger
 from core.models import Actor, Repo
 
@@ -52,7 +52,7 @@ class RepoContext:
         kind: LeaseKind,
         command: list[str],
         on_wait: Callable[[Lease], None] | None = None,
-    ) -> Iterator[Lease]:
+    ) -> Iterator[Held]:
         """Hold one of this repo's lanes (None = the root lane) for the block, after waiting for
         admission like any `laneboard exec`."""
         store = LeaseStore(ledger.database, self.settings.lanes.slots)
@@ -64,8 +64,8 @@ class RepoContext:
             command=command,
             repo_cap=self.settings.lanes.repo_cap,
             on_wait=on_wait,
-        ) as lease:
-            yield lease
+        ) as held:
+            yield held
 
 
 def open_repo(ledger: Ledger, path: Path, *, register: bool, actor: Actor) -> RepoContext:

@@ -10,18 +10,20 @@ covers the lane runs directly, so nested shims never wait on their own lane.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
-import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from core.config import Settings
 from core.db import Database
 from core.errors import LaneboardError
 from core.identity import Identity
-from core.leases import LEASE_ENV, Lease, LeaseKind, LeaseStore, Waker
+from core.leases import LEASE_ENV, Lease, LeaseKind, LeaseStore, hold
 from core.verify import common_dir_of, verify_worktree
 
 SHIM_MARKER = b"# laneboard-shim"
@@ -39,6 +41,12 @@ class CommandNotFound(LaneboardError):
     """The command is not on PATH (outside the shims); exit code 127 as in a shell."""
 
     exit_code = 127
+
+
+class CannotRun(LaneboardError):
+    """The command exists but cannot be executed; exit code 126 as in a shell."""
+
+    exit_code = 126
 
 
 @dataclass(frozen=True)
@@ -153,35 +161,23 @@ def run(
         "LANEBOARD_REPO": str(target.root),
         "LANEBOARD_LANE": target.label,
     }
-    inherited = store.covering(target.repo_id, target.lane)
-    if inherited is not None:
-        return _spawn_and_wait(executable, argv, target.cwd, env, lambda pid: None)
-
-    with Waker(store.wake_dir) as waker:
-        lease = store.request(
+    with (
+        _cancel_on_signals(),
+        hold(
+            store,
             repo_id=target.repo_id,
             lane=target.lane,
             kind=LeaseKind.EXEC,
             command=argv,
             repo_cap=settings.lanes.repo_cap,
-            wake=str(waker.path),
-        )
-        try:
-            with _cancel_on_signals():
-                lease = store.wait(lease, waker, timeout=timeout, on_wait=on_wait)
-        except BaseException:
-            store.release(lease.seq, "cancelled")
-            raise
-    code: int | None = None
-    try:
+            timeout=timeout,
+            on_wait=on_wait,
+        ) as held,
+    ):
         verify_target(target)  # again: the worktree may have changed while we waited
-        env[LEASE_ENV] = str(lease.seq)
-        code = _spawn_and_wait(
-            executable, argv, target.cwd, env, lambda pid: store.set_child(lease.seq, pid)
-        )
-        return code
-    finally:
-        store.release(lease.seq, "exited" if code is not None else "not run", code)
+        env[LEASE_ENV] = str(held.lease.seq)
+        held.exit_code = spawn_and_wait(executable, argv, target.cwd, env, held.record_child)
+    return held.exit_code
 
 
 class _Interrupted(BaseException):
@@ -213,36 +209,104 @@ def exit_code_for(err: BaseException) -> int | None:
     return None
 
 
-def _spawn_and_wait(
+def spawn_and_wait(
     executable: str,
     argv: list[str],
     cwd: Path,
     env: dict[str, str],
     started: Callable[[int], None],
+    *,
+    stdin: int | None = None,
+    output: int | None = None,
 ) -> int:
-    """Run the command with our stdio, pass on SIGINT/SIGTERM/SIGHUP sent to us by another process
-    (a terminal's Ctrl-C already reaches the command, which shares our process group), and return
-    its exit status."""
+    """Run the command and return its exit status (128+N if signal N killed it). It gets our
+    stdio unless `stdin` or `output` (for both stdout and stderr) give file descriptors.
+
+    The child is forked, reports its pid through `started` (which records it in the lease), and
+    only then is let through a gate to exec: a lease never runs a command it has not recorded.
+    SIGINT, SIGTERM and SIGHUP sent to us by another process are passed on; a terminal's Ctrl-C
+    already reaches the command, which shares our process group, so it is not sent twice.
+    """
     watched = {*FORWARDED, signal.SIGCHLD}
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
+    gate_read, gate_write = os.pipe()
+    error_read, error_write = os.pipe()  # close-on-exec: EOF means exec succeeded
     try:
-        try:
-            child = subprocess.Popen(
+        pid = os.fork()
+        if pid == 0:
+            _child(
+                executable,
                 argv,
-                executable=executable,
-                cwd=cwd,
-                env=env,
-                preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_SETMASK, previous),
+                cwd,
+                env,
+                previous,
+                (gate_read, gate_write, error_write),
+                (stdin, output),
             )
-        except OSError as err:
-            raise LaneboardError(f"{argv[0]}: cannot run: {err.strerror}") from None
-        started(child.pid)
-        while (code := child.poll()) is None:
+        os.close(gate_read)
+        os.close(error_write)
+        try:
+            started(pid)
+        except BaseException:
+            os.close(gate_write)  # the child reads EOF and exits without running anything
+            os.waitpid(pid, 0)
+            raise
+        os.write(gate_write, b"!")
+        os.close(gate_write)
+        with os.fdopen(error_read, "rb") as errors:
+            failure = errors.read()
+        if failure:
+            os.waitpid(pid, 0)
+            number = int(failure.decode() or 0)
+            message = f"{argv[0]}: cannot run: {os.strerror(number)}"
+            raise CommandNotFound(message) if number == errno.ENOENT else CannotRun(message)
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
             info = signal.sigtimedwait(watched, 1.0)
             if info is None or info.si_signo == signal.SIGCHLD:
                 continue
             if info.si_code != SI_KERNEL:
-                child.send_signal(info.si_signo)
+                with suppress(ProcessLookupError):
+                    os.kill(pid, info.si_signo)
     finally:
+        while signal.sigtimedwait(watched, 0) is not None:
+            pass  # signals that arrived as the command ended must not kill us before we report
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+    code = os.waitstatus_to_exitcode(status)
     return code if code >= 0 else 128 - code
+
+
+def _child(
+    executable: str,
+    argv: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    mask: Iterable[int],
+    pipes: tuple[int, int, int],
+    stdio: tuple[int | None, int | None],
+) -> NoReturn:
+    """In the forked child: wait at the gate, then become the command. Never returns."""
+    gate_read, gate_write, error_write = pipes
+    stdin, output = stdio
+    try:
+        os.close(gate_write)
+        if stdin is not None:
+            os.dup2(stdin, 0)
+        if output is not None:
+            os.dup2(output, 1)
+            os.dup2(output, 2)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for signum in (signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(signum, signal.SIG_DFL)  # Python ignores these; the command must not
+        if os.read(gate_read, 1) != b"!":
+            os._exit(125)
+        os.close(gate_read)
+        os.chdir(cwd)
+        os.execve(executable, argv, env)
+    except OSError as err:
+        with suppress(OSError):
+            os.write(error_write, str(err.errno or 0).encode())
+    finally:
+        os._exit(127)

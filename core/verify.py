@@ -88,6 +88,14 @@ def _strip_eol(raw: bytes) -> bytes:
     return raw.rstrip(b"\r\n")
 
 
+def _clean(raw: bytes | None) -> bytes | None:
+    """File content without git's trailing newlines; None when absent or holding a NUL byte
+    (no path contains one, and the OS would refuse it)."""
+    if raw is None or b"\0" in raw:
+        return None
+    return _strip_eol(raw)
+
+
 def _resolve(raw: bytes, base: Path) -> Path:
     target = Path(os.fsdecode(raw))
     return Path(os.path.realpath(target if target.is_absolute() else base / target))
@@ -147,10 +155,12 @@ def verify_worktree(
         return _reject(Reason.GITFILE_NOT_REGULAR, f"{gitfile} is {kind}")
     if git_info.st_size > MAX_GITFILE_BYTES:
         return _reject(Reason.GITFILE_TOO_LARGE, f"{gitfile} is {git_info.st_size} bytes")
-    content = _read_small(gitfile)
-    if content is None:
+    raw_content = _read_small(gitfile)
+    if raw_content is None:
         return _reject(Reason.GITFILE_NOT_REGULAR, f"{gitfile} cannot be read as a small file")
-    content = _strip_eol(content)
+    content = _clean(raw_content)
+    if content is None:
+        return _reject(Reason.GITFILE_MALFORMED, f"{gitfile} contains a NUL byte")
     if not content.startswith(GITFILE_PREFIX) or len(content) == len(GITFILE_PREFIX):
         return _reject(Reason.GITFILE_MALFORMED, f"{gitfile} does not hold 'gitdir: <path>'")
 
@@ -184,19 +194,19 @@ def verify_worktree(
         return _reject(Reason.GITDIR_MISMATCH, f"{admin} is not a directory")
 
     # 4. X/commondir leads back to the repo.
-    commondir_raw = _read_small(admin / "commondir")
-    if commondir_raw is None or not _strip_eol(commondir_raw):
+    commondir_raw = _clean(_read_small(admin / "commondir"))
+    if not commondir_raw:
         return _reject(Reason.COMMONDIR_MISMATCH, f"{admin}/commondir is missing or unreadable")
-    if _resolve(_strip_eol(commondir_raw), admin) != common_real:
+    if _resolve(commondir_raw, admin) != common_real:
         return _reject(
             Reason.COMMONDIR_MISMATCH, f"{admin}/commondir does not lead to {common_real}"
         )
 
     # 5. X/gitdir points back at this very `.git` file.
-    backlink_raw = _read_small(admin / "gitdir")
-    if backlink_raw is None or not _strip_eol(backlink_raw):
+    backlink_raw = _clean(_read_small(admin / "gitdir"))
+    if not backlink_raw:
         return _reject(Reason.BACKLINK_MISMATCH, f"{admin}/gitdir is missing or unreadable")
-    backlink = _resolve(_strip_eol(backlink_raw), admin)
+    backlink = _resolve(backlink_raw, admin)
     if backlink != Path(os.path.realpath(gitfile)):
         return _reject(Reason.BACKLINK_MISMATCH, f"{admin}/gitdir points to {backlink}")
 
@@ -228,15 +238,14 @@ def common_dir_of(path: Path) -> Path | None:
         dotgit = directory / ".git"
         if dotgit.is_dir():
             return Path(os.path.realpath(dotgit))
-        content = _read_small(dotgit)
-        if content is None:
+        if not os.path.lexists(dotgit):
             continue
-        content = _strip_eol(content)
-        if not content.startswith(GITFILE_PREFIX):
+        content = _clean(_read_small(dotgit))
+        if content is None or not content.startswith(GITFILE_PREFIX):
             return None
         gitdir = _resolve(content[len(GITFILE_PREFIX) :], directory)
-        commondir = _read_small(gitdir / "commondir")
+        commondir = _clean(_read_small(gitdir / "commondir"))
         if commondir is None:
             return gitdir
-        return _resolve(_strip_eol(commondir), gitdir)
+        return _resolve(commondir, gitdir)
     return None

@@ -20,7 +20,6 @@ theme = "nord"
 [worktrees]
 area = "sibling"
 [lanes]
-slots = 3
 repo_cap = 2
 wrap = ["cargo", "make"]
 [provision]
@@ -118,4 +117,18 @@ def test_slots_from_the_environment(repo: Path, monkeypatch: pytest.MonkeyPatch)
     assert load_settings(repo).lanes.slots == 7
     monkeypatch.setenv("LANEBOARD_SLOTS", "0")
     with pytest.raises(ConfigError, match="LANEBOARD_SLOTS"):
+        load_settings(repo)
+
+
+def test_cached_settings_keep_pydantic_conversions(repo: Path) -> None:
+    """Regression: a cache hit used the raw TOML, so `slots = "3"` (a string pydantic converts)
+    reached the scheduler as a string and crashed `exec` and `lanes`."""
+    _user_config('[lanes]\nslots = "3"\n')
+    assert load_settings(None).lanes.slots == 3
+    assert load_settings(None).lanes.slots == 3  # from the cache
+
+
+def test_slots_are_machine_wide_not_per_repo(repo: Path) -> None:
+    (repo / ".laneboard.toml").write_text("[lanes]\nslots = 9\n")
+    with pytest.raises(ConfigError, match="field lanes.slots: slots are machine-wide"):
         load_settings(repo)

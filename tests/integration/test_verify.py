@@ -370,3 +370,20 @@ def test_rejects_original_gitfile_moved_into_a_new_dir_at_the_same_path(
     assert (path / ".git").lstat().st_ino == identity.gitfile_ino
 
     assert_rejected(verify(repo, path, admin_name="x", identity=identity), Reason.IDENTITY_CHANGED)
+
+
+@pytest.mark.parametrize("where", [".git", "commondir", "gitdir"])
+def test_rejects_nul_byte_instead_of_crashing(repo: Path, where: str) -> None:
+    """Regression: a NUL byte in `.git` or the admin files raised ValueError (embedded null
+    byte) and took down verify, doctor and exec with an internal error."""
+    path = add_worktree(repo, "x")
+    identity = pin(repo, path)
+    target = path / ".git" if where == ".git" else repo / ".git" / "worktrees" / "x" / where
+    target.write_bytes(target.read_bytes().rstrip(b"\n") + b"\0tail\n")
+    verdict = verify(repo, path, admin_name="x", identity=identity)
+    expected = {
+        ".git": Reason.GITFILE_MALFORMED,
+        "commondir": Reason.COMMONDIR_MISMATCH,
+        "gitdir": Reason.BACKLINK_MISMATCH,
+    }[where]
+    assert verdict.ok is False and verdict.reason is expected

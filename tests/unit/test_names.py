@@ -74,3 +74,10 @@ def test_ref_rules_agree_with_git(ref: str) -> None:
     """Our ref check and `git check-ref-format` agree on every sampled name."""
     full = f"refs/heads/{ref}"
     assert (ref_name_problem(full) is None) == _git_accepts(full), full
+
+
+def test_a_name_that_looks_like_a_task_id_is_refused() -> None:
+    """A name equal to another task's id would make `--lane X` ambiguous."""
+    with pytest.raises(NameError_, match="looks like a task id"):
+        check_task_name("0123456789ab")
+    assert check_task_name("0123456789abc") == "0123456789abc"
