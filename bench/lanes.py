@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from core.db import Database  # noqa: E402
 from core.leases import LeaseStore  # noqa: E402
 
-LANEBOARD = [sys.executable, "-m", "tui.cli"]
+LANEBOARD = [sys.executable, "-P", "-m", "tui.cli"]
 
 
 def run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

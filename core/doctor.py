@@ -14,11 +14,18 @@ from pathlib import Path
 
 from core import procs, removal
 from core.errors import LaneboardError
-from core.git import WorktreeEntry, worktree_list
+from core.git import WorktreeEntry, status, worktree_list
 from core.leases import LeaseKind, LeaseStore
 from core.ledger import Ledger
 from core.models import Actor, Task, TaskState
-from core.provision import finish, intent, lock_reason, record_created, rollback
+from core.provision import (
+    branch_message,
+    finish,
+    intent,
+    lock_reason,
+    record_created,
+    rollback,
+)
 from core.repo import RepoContext
 from core.runtime import Runtime
 from core.verify import verify_worktree
@@ -47,30 +54,21 @@ def _by_path(entries: list[WorktreeEntry]) -> dict[str, WorktreeEntry]:
     return {os.path.realpath(e.path): e for e in entries}
 
 
-def diagnose(
-    ctx: RepoContext, ledger: Ledger, *, fix: bool, actor: Actor, runtime: Runtime
-) -> list[Finding]:
-    """Every finding for one repo, fixing what `fix` allows as it goes."""
+def diagnose(ctx: RepoContext, ledger: Ledger, *, fix: bool, runtime: Runtime) -> list[Finding]:
+    """Every finding for one repo, fixing what `fix` allows as it goes (journalled with actor
+    `doctor`)."""
     findings: list[Finding] = []
     entries = _by_path(worktree_list(ctx.root))
     tasks = ledger.tasks(ctx.repo.id)
     live_paths = {os.path.realpath(t.worktree_path) for t in tasks if t.live}
 
     for task in tasks:
-        if task.state is TaskState.PROVISIONING:
-            findings.append(_interrupted_provisioning(ctx, ledger, task, entries, fix, actor))
-        elif task.state is TaskState.DISCARDING:
-            findings.append(_interrupted_discard(ctx, ledger, task, fix, actor, runtime))
-        elif task.live:
-            findings.extend(_live_task(ctx, task, entries))
-        elif task.worktree_created_by_us and _leftover(task, entries, live_paths):
+        try:
+            findings.extend(_task_findings(ctx, ledger, task, entries, live_paths, fix, runtime))
+        except (LaneboardError, OSError) as err:
+            # One broken task must not hide the report on every other one.
             findings.append(
-                Finding(
-                    "leftover-worktree",
-                    f"{task.state.value} task still has its worktree at {task.worktree_path}",
-                    task.name,
-                    task.id,
-                )
+                Finding("check-failed", f"could not check it: {err}", task.name, task.id)
             )
 
     areas = {Path(t.area) for t in tasks} | {ctx.area}
@@ -101,6 +99,35 @@ def diagnose(
                     )
                 )
     return findings
+
+
+def _task_findings(
+    ctx: RepoContext,
+    ledger: Ledger,
+    task: Task,
+    entries: dict[str, WorktreeEntry],
+    live_paths: set[str],
+    fix: bool,
+    runtime: Runtime,
+) -> list[Finding]:
+    actor = Actor.DOCTOR
+    if task.state is TaskState.PROVISIONING:
+        return [_interrupted_provisioning(ctx, ledger, task, entries, fix, actor)]
+    if task.state is TaskState.DISCARDING:
+        return [_interrupted_discard(ctx, ledger, task, fix, actor, runtime)]
+    if task.live:
+        return _live_task(ctx, task, entries)
+    if _leftover(task, entries, live_paths):
+        where = task.worktree_path
+        return [
+            Finding(
+                "leftover-worktree",
+                f"{task.state.value} task still has a worktree at {where}; left alone",
+                task.name,
+                task.id,
+            )
+        ]
+    return []
 
 
 def _leftover(task: Task, entries: dict[str, WorktreeEntry], live_paths: set[str]) -> bool:
@@ -150,6 +177,9 @@ def _interrupted_discard(
     detail = "discarding was interrupted; --fix finishes it (snapshot first, blockers re-checked)"
     if not fix:
         return Finding("interrupted-discard", detail, task.name, task.id)
+    if not ledger.claim(task.id, task.owner_pid, task.owner_start):
+        return Finding("discard-in-progress", "another process took it over", task.name, task.id)
+    task = ledger.task(task.id)
     store = LeaseStore(ledger.database, ctx.settings.lanes.slots)
     try:
         with ctx.lane(ledger, None, LeaseKind.REMOVE, ["laneboard", "doctor", "--fix"]):
@@ -170,6 +200,10 @@ def _interrupted_provisioning(
     fix: bool,
     actor: Actor,
 ) -> Finding:
+    """Provisioning whose process died. The branch is the task's own when the ledger says so or
+    its reflog names the task; the worktree when the ledger says so or git's lock carries the
+    task's lock reason. `--fix` finishes a worktree that is provably the task's and pristine, and
+    otherwise undoes exactly what is provably the task's, leaving everything else alone."""
     if task.owner_pid is not None and procs.alive(task.owner_pid, task.owner_start):
         return Finding(
             "provisioning-in-progress",
@@ -177,40 +211,75 @@ def _interrupted_provisioning(
             task.name,
             task.id,
         )
+    planned = intent(ledger, task)
+    start = planned.get("start_sha", task.base_sha)
     entry = entries.get(os.path.realpath(task.worktree_path))
-    ours = entry is not None and (
+    branch_ours = task.branch_created_by_us or ctx.git.created_by(
+        task.branch, branch_message(task.id)
+    )
+    worktree_ours = entry is not None and (
         task.worktree_created_by_us or entry.locked == lock_reason(task.id)
     )
-    if ours and entry is not None and entry.branch == task.branch:
+    complete = worktree_ours and branch_ours and entry is not None and entry.branch == task.branch
+    if complete:
         detail = "provisioning was interrupted after the worktree was created; --fix finishes it"
-        if not fix:
-            return Finding("interrupted-provisioning", detail, task.name, task.id)
-        if not task.worktree_created_by_us:
-            # The lock carries this task's id and `worktree add -b` refuses an existing branch,
-            # so both the worktree and the branch were created by this task.
-            start = intent(ledger, task).get("start_sha", task.base_sha)
-            task = record_created(ledger, task, actor, start, recovered=True)
-        try:
-            finish(ctx, ledger, task, actor, setup_is_ours=False)
-        except LaneboardError as err:
-            return Finding(
-                "interrupted-provisioning", detail, task.name, task.id, fixed=f"not fixed: {err}"
-            )
-        return Finding("interrupted-provisioning", detail, task.name, task.id, fixed="finished")
-
-    leftovers: list[str] = []
-    if entry is not None:
-        leftovers.append(f"a worktree at {entry.path} that laneboard cannot prove it created")
-    elif os.path.lexists(task.worktree_path):
-        leftovers.append(f"a directory at {task.worktree_path} that is not a worktree")
-    if ctx.git.branch_tip(task.branch) is not None and not task.branch_created_by_us:
-        leftovers.append(f"branch {task.branch} that laneboard cannot prove it created")
-    detail = "provisioning was interrupted before the worktree was created"
-    if leftovers:
-        detail += "; found " + " and ".join(leftovers) + ", left alone"
+    else:
+        detail = "provisioning was interrupted before the worktree was complete"
+        leftovers = _unproven(ctx, task, entry, branch_ours, worktree_ours)
+        if leftovers:
+            detail += "; found " + " and ".join(leftovers) + ", left alone"
+        detail += "; --fix undoes what is the task's own and marks it failed"
     if not fix:
+        return Finding("interrupted-provisioning", detail, task.name, task.id)
+    if not ledger.claim(task.id, task.owner_pid, task.owner_start):
         return Finding(
-            "interrupted-provisioning", detail + "; --fix marks it failed", task.name, task.id
+            "provisioning-in-progress", "another process took it over", task.name, task.id
         )
-    rollback(ctx, ledger, task, reason="interrupted: " + detail, actor=actor, force=False)
-    return Finding("interrupted-provisioning", detail, task.name, task.id, fixed="marked failed")
+    task = ledger.task(task.id)
+    if branch_ours and not task.branch_created_by_us:
+        task = record_created(ledger, task, actor, start, worktree=False, recovered=True)
+    if worktree_ours and not task.worktree_created_by_us:
+        # git may have been killed half-way through its checkout: adopt only a pristine one.
+        if complete and not _pristine(task, start):
+            complete = False
+        task = record_created(ledger, task, actor, start, branch=False, recovered=True)
+    try:
+        if complete:
+            finish(ctx, ledger, task, actor, setup_is_ours=False)
+            return Finding("interrupted-provisioning", detail, task.name, task.id, fixed="finished")
+        rollback(ctx, ledger, task, reason="interrupted: " + detail, actor=actor, force=False)
+    except LaneboardError as err:
+        reasons = "; ".join([str(err), *err.details])
+        return Finding(
+            "interrupted-provisioning", detail, task.name, task.id, fixed=f"not fixed: {reasons}"
+        )
+    kept = ledger.task(task.id)
+    return Finding(
+        "interrupted-provisioning", detail, task.name, task.id, fixed=f"marked {kept.state.value}"
+    )
+
+
+def _unproven(
+    ctx: RepoContext,
+    task: Task,
+    entry: WorktreeEntry | None,
+    branch_ours: bool,
+    worktree_ours: bool,
+) -> list[str]:
+    found: list[str] = []
+    if entry is not None and not worktree_ours:
+        found.append(f"a worktree at {entry.path} that laneboard cannot prove it created")
+    elif entry is None and os.path.lexists(task.worktree_path):
+        found.append(f"a directory at {task.worktree_path} that is not a worktree")
+    if ctx.git.branch_tip(task.branch) is not None and not branch_ours:
+        found.append(f"branch {task.branch} that laneboard cannot prove it created")
+    return found
+
+
+def _pristine(task: Task, start: str) -> bool:
+    """The worktree is exactly a finished checkout of `start` (nothing missing, nothing added)."""
+    try:
+        facts = status(Path(task.worktree_path), ignored=True)
+    except LaneboardError:
+        return False
+    return facts.head == start and facts.clean and not facts.ignored

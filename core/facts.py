@@ -18,7 +18,7 @@ from core.git import run_git, status, worktree_list
 from core.leases import LeaseState, LeaseStore
 from core.ledger import Ledger
 from core.models import Task
-from core.provision import LOCK_PREFIX, copied_files, file_digest
+from core.provision import LOCK_PREFIX, unchanged_copies
 from core.repo import RepoContext
 from core.runtime import Runtime
 from core.verify import verify_worktree
@@ -97,7 +97,7 @@ def gather(
         unstaged=tuple(p for p in facts.unstaged if p not in facts.submodules),
         conflicted=tuple(facts.conflicted),
         untracked=tuple(facts.untracked),
-        untracked_ours=_unchanged_copies(ledger, task, worktree),
+        untracked_ours=unchanged_copies(ledger, task),
         ignored=tuple(facts.ignored),
         hidden=tuple(_hidden(worktree)),
         operations=tuple(operations_in(admin)),
@@ -122,15 +122,6 @@ def _read_lock(admin: Path) -> str | None:
         return (admin / "locked").read_text(errors="replace").strip()
     except FileNotFoundError:
         return None
-
-
-def _unchanged_copies(ledger: Ledger, task: Task, worktree: Path) -> frozenset[str]:
-    unchanged = set()
-    for relative, digest in copied_files(ledger, task).items():
-        path = worktree / relative
-        if path.is_file() and not path.is_symlink() and file_digest(path) == digest:
-            unchanged.add(relative)
-    return frozenset(unchanged)
 
 
 def _hidden(worktree: Path) -> list[str]:

@@ -14,6 +14,7 @@ ENV = "LANEBOARD_FAULT"
 
 POINTS = (
     "provision.after_intent",
+    "provision.after_branch",
     "provision.after_worktree_add",
     "provision.after_pin",
     "provision.after_copy",

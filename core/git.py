@@ -227,6 +227,19 @@ class GitRepo:
                 continue
         return [f"{str(c.id)[:10]} {_subject(c)}" for c in walker]
 
+    def created_by(self, branch: str, message: str) -> bool:
+        """True when the oldest reflog entry of `branch` carries `message` (laneboard writes one
+        naming the task when it creates a branch)."""
+        self.refresh()
+        ref = self._repo.references.get(f"refs/heads/{branch}")
+        if ref is None:
+            return False
+        try:
+            entries = list(ref.log())
+        except (pygit2.GitError, KeyError, ValueError):
+            return False
+        return bool(entries) and (entries[-1].message or "").strip() == message
+
     def has_commit(self, sha: str) -> bool:
         try:
             return isinstance(self._repo.get(sha), pygit2.Commit)
@@ -293,14 +306,21 @@ def worktree_list(root: Path) -> list[WorktreeEntry]:
     return entries
 
 
-def worktree_add(root: Path, path: Path, branch: str, sha: str, lock_reason: str) -> None:
-    """Create `branch` at `sha` and a worktree for it at `path`, locked with `lock_reason`.
-
-    `-b` (never `-B`) makes git refuse an existing branch; the lock marks the worktree as still
-    being created until provisioning unlocks it.
-    """
+def create_branch(root: Path, branch: str, sha: str, message: str) -> None:
+    """Create `branch` at `sha` only if it does not exist (compare-and-swap against the zero
+    id), with a reflog entry carrying `message`. Never moves an existing branch."""
     run_git(
-        ["worktree", "add", "--lock", "--reason", lock_reason, "-b", branch, str(path), sha],
+        ["update-ref", "--create-reflog", "-m", message, f"refs/heads/{branch}", sha, "0" * 40],
+        cwd=root,
+        read=False,
+    )
+
+
+def worktree_add(root: Path, path: Path, branch: str, lock_reason: str) -> None:
+    """Add a worktree at `path` checking out `branch` (which the caller has just created),
+    locked with `lock_reason` until provisioning has finished."""
+    run_git(
+        ["worktree", "add", "--lock", "--reason", lock_reason, str(path), branch],
         cwd=root,
         read=False,
     )
@@ -310,12 +330,15 @@ def worktree_unlock(root: Path, path: Path) -> None:
     run_git(["worktree", "unlock", str(path)], cwd=root, read=False)
 
 
-def worktree_remove(root: Path, path: Path, *, force: bool) -> None:
+def worktree_remove(root: Path, path: Path, *, force: bool, unlock: bool = False) -> None:
     """Remove one worktree by path. Callers must have checked every blocker first (the cleanup
-    policy): `force` only lets git delete files that the policy already judged rebuildable."""
+    policy): `force` only lets git delete files the policy judged saved or rebuildable, and
+    `unlock` (a second `--force`) is only for a worktree locked by laneboard's own provisioning."""
     args = ["worktree", "remove"]
     if force:
-        args += ["--force", "--force"]  # twice: also a locked worktree (the lock was ours)
+        args.append("--force")
+    if unlock:
+        args.append("--force")
     run_git([*args, str(path)], cwd=root, read=False)
 
 

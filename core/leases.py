@@ -168,6 +168,24 @@ class LeaseStore:
             return None
         return lease
 
+    def reentry(self, repo_id: int, lane: str | None, command: list[str]) -> Lease | None:
+        """The outer lease to run under when it covers `lane` (the same lane, or the repo's root
+        lane); None when a lease of one's own is needed. Raises when the outer lease conflicts
+        without covering (the root lane asked for from inside a worktree lane): waiting would
+        wait for itself forever."""
+        outer = self.outer()
+        if outer is None or outer.repo_id != repo_id:
+            return None
+        if outer.lane is None or outer.lane == lane:
+            return outer
+        if lane is None:
+            raise LaneboardError(
+                f"`{shlex.join(command)}` needs the root lane, but runs inside lease "
+                f"#{outer.seq} (`{shlex.join(outer.command)}`) on a worktree lane of the same "
+                "repo and would wait for itself; run it outside that command"
+            )
+        return None
+
     # --- changes -------------------------------------------------------------------------
 
     def request(
@@ -436,17 +454,10 @@ def hold(
     without covering it (asking for the root lane from inside a worktree lane), waiting would
     wait for itself forever, so it is refused at once.
     """
-    outer = store.outer()
-    if outer is not None and outer.repo_id == repo_id:
-        if outer.lane is None or outer.lane == lane:
-            yield Held(outer, store, inherited=True)
-            return
-        if lane is None:
-            raise LaneboardError(
-                f"`{shlex.join(command)}` needs the root lane, but runs inside lease "
-                f"#{outer.seq} (`{shlex.join(outer.command)}`) on a worktree lane of the same "
-                "repo and would wait for itself; run it outside that command"
-            )
+    outer = store.reentry(repo_id, lane, command)
+    if outer is not None:
+        yield Held(outer, store, inherited=True)
+        return
     with Waker(store.wake_dir) as waker:
         lease = store.request(
             repo_id=repo_id,

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from core import procs
 from core.db import Database, default_path
 from core.errors import LaneboardError, LedgerError
 from core.identity import Identity
@@ -216,6 +217,18 @@ class Ledger:
             db.execute(f"UPDATE tasks SET {assignments} WHERE id = ?", (*fields.values(), task_id))
             self._event(db, task_id, row["repo_id"], kind, actor, event)
         return self.task(task_id)
+
+    def claim(self, task_id: str, owner_pid: int | None, owner_start: int | None) -> bool:
+        """Make this process the task's owner if the owner is still the (dead) one the caller
+        saw: a compare-and-swap, so two `doctor --fix` never act on the same task at once."""
+        pid, start = procs.me()
+        with self.transaction() as db:
+            cursor = db.execute(
+                "UPDATE tasks SET owner_pid = ?, owner_start = ? "
+                "WHERE id = ? AND owner_pid IS ? AND owner_start IS ?",
+                (pid, start, task_id, owner_pid, owner_start),
+            )
+        return cursor.rowcount == 1
 
     # --- snapshots -----------------------------------------------------------------------
 

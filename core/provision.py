@@ -21,6 +21,7 @@ from typing import Any
 from core import faults, procs, snapshot
 from core.errors import LaneboardError
 from core.git import (
+    create_branch,
     delete_ref_if,
     status,
     worktree_add,
@@ -28,7 +29,7 @@ from core.git import (
     worktree_remove,
     worktree_unlock,
 )
-from core.leases import LEASE_ENV, Lease, LeaseKind
+from core.leases import LEASE_ENV, Lease, LeaseKind, LeaseStore
 from core.ledger import Ledger, NameTaken, new_task_id
 from core.models import Actor, Task, TaskState
 from core.names import branch_for
@@ -101,6 +102,9 @@ def create(
     """
     area = ctx.area
     path = area / name
+    add = ["git", "worktree", "add", str(path), branch]
+    # Refuse before the intent is written, not half-way through.
+    LeaseStore(ledger.database, ctx.settings.lanes.slots).reentry(ctx.repo.id, None, add)
     if ctx.git.branch_tip(branch) is not None:
         raise LaneboardError(
             f"branch {branch} already exists; laneboard only works on branches it creates"
@@ -133,20 +137,48 @@ def create(
         },
     )
     faults.checkpoint("provision.after_intent")
-    add = ["git", "worktree", "add", "-b", branch, str(path), start_sha]
     try:
         with ctx.lane(ledger, None, LeaseKind.PROVISION, add, on_wait):
             _ensure_excluded(ctx, ledger, task, actor)
             area.mkdir(parents=True, exist_ok=True)
-            worktree_add(ctx.root, path, branch, start_sha, lock_reason(task.id))
-            task = record_created(ledger, task, actor, start_sha)
+            # The branch first, by compare-and-swap from "absent", with a reflog entry naming
+            # the task: proof after any crash that laneboard created it.
+            create_branch(ctx.root, branch, start_sha, branch_message(task.id))
+            task = record_created(ledger, task, actor, start_sha, worktree=False)
+            faults.checkpoint("provision.after_branch")
+            worktree_add(ctx.root, path, branch, lock_reason(task.id))
+            task = record_created(ledger, task, actor, start_sha, branch=False)
             faults.checkpoint("provision.after_worktree_add")
-    except LaneboardError as err:
-        # Before `worktree.created` is journalled the task owns nothing, so rollback removes
-        # nothing: a failed `worktree add` cleans up after itself.
-        task = rollback(ctx, ledger, task, reason=str(err), actor=actor, on_wait=on_wait)
-        raise ProvisionFailed(f"provisioning {name} failed: {err}") from None
+    except (LaneboardError, OSError) as err:
+        reason = describe(err)
+        task = adopt_leftover_worktree(ctx, ledger, task, actor)
+        task = rollback(ctx, ledger, task, reason=reason, actor=actor, on_wait=on_wait)
+        raise ProvisionFailed(f"provisioning {name} failed: {reason}") from None
     return finish(ctx, ledger, task, actor, setup_is_ours=True, on_wait=on_wait)
+
+
+def describe(err: BaseException) -> str:
+    """One line for a refusal or an operating-system error."""
+    if isinstance(err, OSError) and not isinstance(err, LaneboardError):
+        where = f"{err.filename}: " if err.filename else ""
+        return f"{where}{err.strerror or err}"
+    return str(err)
+
+
+def branch_message(task_id: str) -> str:
+    """The reflog message of a branch laneboard creates for a task."""
+    return f"laneboard: create branch for task {task_id}"
+
+
+def adopt_leftover_worktree(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> Task:
+    """After a failed or interrupted `git worktree add`, git may have left the worktree behind.
+    It is the task's own exactly when it carries this task's lock reason; journal it so, so that
+    rollback removes it. Anything else at the path is left alone."""
+    if task.worktree_created_by_us or not _locked_by_us(ctx, task):
+        return task
+    return record_created(
+        ledger, task, actor, task.branch_tip_at_creation or "", branch=False, recovered=True
+    )
 
 
 def intent(ledger: Ledger, task: Task) -> dict[str, Any]:
@@ -155,17 +187,30 @@ def intent(ledger: Ledger, task: Task) -> dict[str, Any]:
     return dict(event.data) if event else {}
 
 
-def record_created(ledger: Ledger, task: Task, actor: Actor, tip: str, **data: Any) -> Task:
-    """Journal that laneboard created the task's branch (at `tip`) and worktree. `worktree add -b`
-    refuses an existing branch, so a successful add proves both are the task's own."""
+def record_created(
+    ledger: Ledger,
+    task: Task,
+    actor: Actor,
+    tip: str,
+    *,
+    branch: bool = True,
+    worktree: bool = True,
+    **data: Any,
+) -> Task:
+    """Journal that laneboard created the task's branch (at `tip`) and/or its worktree: the
+    ownership facts that alone allow removing them later."""
+    fields: dict[str, Any] = {}
+    if branch:
+        fields.update(branch_created_by_us=True, branch_tip_at_creation=tip)
+    if worktree:
+        fields.update(worktree_created_by_us=True)
+    kind = "worktree.created" if worktree else "branch.created"
     return ledger.update_task(
         task.id,
         actor=actor,
-        kind="worktree.created",
+        kind=kind,
         data={"path": task.worktree_path, "branch": task.branch, "tip": tip, **data},
-        branch_created_by_us=True,
-        worktree_created_by_us=True,
-        branch_tip_at_creation=tip,
+        **fields,
     )
 
 
@@ -236,11 +281,12 @@ def finish(
         faults.checkpoint("provision.after_setup")
         if _locked_by_us(ctx, task):
             worktree_unlock(ctx.root, Path(task.worktree_path))
-    except LaneboardError as err:
+    except (LaneboardError, OSError) as err:
+        reason = describe(err)
         rollback(
-            ctx, ledger, task, reason=str(err), actor=actor, force=setup_is_ours, on_wait=on_wait
+            ctx, ledger, task, reason=reason, actor=actor, force=setup_is_ours, on_wait=on_wait
         )
-        raise ProvisionFailed(f"provisioning {task.name} failed: {err}") from None
+        raise ProvisionFailed(f"provisioning {task.name} failed: {reason}") from None
     return ledger.update_task(
         task.id,
         actor=actor,
@@ -354,6 +400,17 @@ def copied_files(ledger: Ledger, task: Task) -> dict[str, str]:
     return found
 
 
+def unchanged_copies(ledger: Ledger, task: Task) -> frozenset[str]:
+    """Copied files still byte-for-byte as provisioning copied them: laneboard's own, not work."""
+    worktree = Path(task.worktree_path)
+    unchanged = set()
+    for relative, digest in copied_files(ledger, task).items():
+        path = worktree / relative
+        if path.is_file() and not path.is_symlink() and file_digest(path) == digest:
+            unchanged.add(relative)
+    return frozenset(unchanged)
+
+
 def _run_setup(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor, on_wait: OnWait) -> None:
     """Run the configured setup command in the worktree, holding its worktree lane (the worktree
     was verified just before); a non-zero exit fails provisioning."""
@@ -400,12 +457,8 @@ def _run_setup(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor, on_wa
     ledger.append_event(task.id, ctx.repo.id, "setup.done", actor, data)
 
 
-def _registered(ctx: RepoContext, task: Task) -> bool:
-    path = os.path.realpath(task.worktree_path)
-    return any(os.path.realpath(e.path) == path for e in worktree_list(ctx.root))
-
-
 def _locked_by_us(ctx: RepoContext, task: Task) -> bool:
+    """Git lists a worktree at the task's path locked with this task's lock reason."""
     path = os.path.realpath(task.worktree_path)
     return any(
         os.path.realpath(e.path) == path and e.locked == lock_reason(task.id)
@@ -459,7 +512,9 @@ def _undo(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor, *, force: 
     was kept and why."""
     path = Path(task.worktree_path)
     kept: list[str] = []
-    if task.worktree_created_by_us and _registered(ctx, task):
+    entries = worktree_list(ctx.root)
+    registered = any(os.path.realpath(e.path) == os.path.realpath(path) for e in entries)
+    if task.worktree_created_by_us and registered:
         verdict = verify_worktree(
             path,
             area=Path(task.area),
@@ -473,13 +528,14 @@ def _undo(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor, *, force: 
             try:
                 if not force:
                     _require_pristine(ctx, ledger, task)
-                worktree_remove(ctx.root, path, force=True)
+                worktree_remove(ctx.root, path, force=True, unlock=True)
                 ledger.append_event(
                     task.id, ctx.repo.id, "worktree.removed", actor, {"path": str(path)}
                 )
+                entries = worktree_list(ctx.root)
             except LaneboardError as err:
                 kept.append(f"worktree {path} kept: {err}")
-    checked_out = [e.path for e in worktree_list(ctx.root) if e.branch == task.branch]
+    checked_out = [e.path for e in entries if e.branch == task.branch]
     if checked_out and task.branch_created_by_us:
         kept.append(f"branch {task.branch} kept: checked out at {checked_out[0]}")
     elif task.branch_created_by_us and task.branch_tip_at_creation:
@@ -502,8 +558,8 @@ def _require_pristine(ctx: RepoContext, ledger: Ledger, task: Task) -> None:
     facts = status(Path(task.worktree_path), ignored=True)
     if facts.head != task.branch_tip_at_creation:
         raise LaneboardError(f"HEAD moved to {facts.head}")
-    copied = set(copied_files(ledger, task))
-    dirty = facts.staged + facts.unstaged + facts.conflicted + facts.ignored
-    dirty += [path for path in facts.untracked if path not in copied]
+    ours = unchanged_copies(ledger, task)
+    dirty = facts.staged + facts.unstaged + facts.conflicted
+    dirty += [path for path in facts.untracked + facts.ignored if path not in ours]
     if dirty:
         raise LaneboardError(f"it holds files laneboard did not put there: {dirty[0]}")

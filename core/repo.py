@@ -28,6 +28,8 @@ class RepoContext:
     paths: RepoPaths
     settings: Settings
     git: GitRepo
+    registered_now: bool = False
+    """This context registered the repo (it was unknown to the ledger before)."""
 
     @property
     def root(self) -> Path:
@@ -74,10 +76,15 @@ def open_repo(ledger: Ledger, path: Path, *, register: bool, actor: Actor) -> Re
     paths = discover(path)
     settings = load_settings(paths.root)
     repo = ledger.repo_by_common_dir(str(paths.common_dir))
+    created = False
     if repo is None:
         if not register:
             raise NotRegistered(
                 f"{paths.root} is not registered with laneboard; run `laneboard init {paths.root}`"
             )
-        repo, _ = ledger.ensure_repo(str(paths.common_dir), str(paths.root), paths.name, actor)
-    return RepoContext(repo=repo, paths=paths, settings=settings, git=GitRepo(paths))
+        repo, created = ledger.ensure_repo(
+            str(paths.common_dir), str(paths.root), paths.name, actor
+        )
+    return RepoContext(
+        repo=repo, paths=paths, settings=settings, git=GitRepo(paths), registered_now=created
+    )

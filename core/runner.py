@@ -33,6 +33,10 @@ SI_KERNEL = 0x80
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+UNSETTLED = ("new", "provisioning", "discarding")
+"""States in which a task's worktree is being created or removed: no command may run there."""
+
+
 class LaneRejected(LaneboardError):
     """The lane's worktree failed verification; nothing was run."""
 
@@ -85,8 +89,10 @@ def resolve_target(db: Database, start: Path, lane: str | None) -> LaneTarget:
     ).fetchone()
     if task is None:
         raise LaneboardError(f"no live task named {lane!r} in {root}")
-    if task["dir_ino"] is None:
-        raise LaneboardError(f"task {task['name']} has no verified worktree yet ({task['state']})")
+    if task["state"] in UNSETTLED or task["dir_ino"] is None:
+        raise LaneboardError(
+            f"task {task['name']} is {task['state']}: its worktree is not ready for commands"
+        )
     identity = Identity(*(task[key] for key in Identity.FIELDS))
     return LaneTarget(
         repo_id=repo["id"],

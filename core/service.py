@@ -7,7 +7,6 @@ wire the actor (cli, tui, hook) so the journal says who did what.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,10 +17,11 @@ from core import removal
 from core.cleanup import Decision
 from core.config import load_settings
 from core.errors import LaneboardError
-from core.git import worktree_list
+from core.git import GitRepo, discover
 from core.leases import Lease, LeaseState, LeaseStore
 from core.ledger import Ledger
 from core.models import Actor, Event, Repo, Task
+from core.names import branch_for
 from core.repo import RepoContext, open_repo
 from core.runtime import NoRuntime, Runtime
 from core.verify import Verdict, verify_worktree
@@ -77,23 +77,29 @@ class Board:
 
     def init(self, path: Path) -> tuple[RepoContext, bool]:
         """Register the repository at `path`. Returns (context, newly registered)."""
-        before = self.ledger.repos()
         ctx = self.repo(path, register=True)
-        return ctx, all(r.id != ctx.repo.id for r in before)
+        return ctx, ctx.registered_now
 
     # --- tasks ---------------------------------------------------------------------------
 
     def new(
         self,
-        ctx: RepoContext,
+        path: Path,
         name: str,
         *,
         base: str | None = None,
         on_wait: Callable[[Lease], None] | None = None,
-    ) -> Task:
-        """Provision task `name` from `base` (default: the root's HEAD). `on_wait` is told when
-        provisioning has to wait for the repo's root lane."""
-        return provision_mod.provision(ctx, self.ledger, name, base or "HEAD", self.actor, on_wait)
+    ) -> tuple[Task, RepoContext]:
+        """Provision task `name` from `base` (default: the root's HEAD) in the repo containing
+        `path`, registering the repo if needed, but only once the name and base are valid: a
+        refused `new` changes nothing. `on_wait` is told when it waits for the root lane."""
+        paths = discover(path)
+        settings = load_settings(paths.root)
+        branch_for(settings.branch_prefix, name)
+        GitRepo(paths).resolve_commit(base or "HEAD")
+        ctx = self.repo(path, register=True)
+        task = provision_mod.provision(ctx, self.ledger, name, base or "HEAD", self.actor, on_wait)
+        return task, ctx
 
     def retain(self, ctx: RepoContext, name: str) -> Task:
         """Stop the task's agent, keep its worktree and branch."""
@@ -172,11 +178,6 @@ class Board:
         )
         return task, verdict
 
-    def registered_worktree(self, ctx: RepoContext, task: Task) -> bool:
-        """True when git lists the task's worktree path."""
-        path = os.path.realpath(task.worktree_path)
-        return any(os.path.realpath(e.path) == path for e in worktree_list(ctx.root))
-
     # --- lanes ---------------------------------------------------------------------------
 
     def lanes(self, ctx: RepoContext | None) -> LanesReport:
@@ -233,9 +234,7 @@ class Board:
             report.append(
                 (
                     repo,
-                    doctor_mod.diagnose(
-                        context, self.ledger, fix=fix, actor=self.actor, runtime=self.runtime
-                    ),
+                    doctor_mod.diagnose(context, self.ledger, fix=fix, runtime=self.runtime),
                 )
             )
         return report

@@ -27,7 +27,8 @@ def shim_dir(task_id: str) -> Path:
 
 def shim_script(command: str, task_id: str, task_name: str, root: Path) -> str:
     """The shell script that runs `command` through the lane of `task_id`."""
-    laneboard = [sys.executable, "-m", "tui.cli"]
+    # -P: never put the current directory on sys.path; the worktree may hold its own `core`.
+    laneboard = [sys.executable, "-P", "-m", "tui.cli"]
     argv = [*laneboard, "exec", "--quiet", "--repo", str(root), "--lane", task_id, "--", command]
     return (
         "#!/bin/sh\n"

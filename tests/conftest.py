@@ -76,7 +76,7 @@ class CliResult:
 def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> CliResult:
     """Run `laneboard` as a separate process, as an operator or a script would."""
     result = subprocess.run(
-        [sys.executable, "-m", "tui.cli", *args],
+        [sys.executable, "-P", "-m", "tui.cli", *args],
         cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})},
         capture_output=True,

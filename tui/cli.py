@@ -78,8 +78,7 @@ def cmd_new(args: argparse.Namespace) -> int:
     if not args.no_start:
         raise UsageError("starting an agent is not available yet; pass --no-start")
     board = _board()
-    ctx = _repo(board, args, register=True)
-    task = board.new(ctx, args.name, base=args.base, on_wait=_print_wait)
+    task, ctx = board.new(_start(args), args.name, base=args.base, on_wait=_print_wait)
     if args.json:
         output.emit_json(output.task_json(task, ctx.repo))
     else:
@@ -254,10 +253,8 @@ def cmd_exec(args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         raise UsageError("exec needs a command after `--`")
-    if (args.lane is None) == (not args.root):
-        raise UsageError("exec needs exactly one of --lane NAME or --root")
-    if args.timeout is not None and args.timeout < 0:
-        raise UsageError("--timeout must not be negative")
+    if args.timeout is not None and not (0 <= args.timeout < float("inf")):
+        raise UsageError("--timeout must be a finite number of seconds, 0 or more")
     database = Database(default_path())
     try:
         target = runner.resolve_target(database, _start(args), args.lane)
@@ -366,7 +363,7 @@ def _parser() -> _Parser:
     ).add_argument("name")
 
     run = add("exec", cmd_exec, "run a command in a lane, waiting for admission", json=False)
-    where = run.add_mutually_exclusive_group()
+    where = run.add_mutually_exclusive_group(required=True)
     where.add_argument("--lane", metavar="NAME", help="the task whose worktree lane to use")
     where.add_argument("--root", action="store_true", help="the repository's root lane")
     run.add_argument("--timeout", type=float, metavar="SECONDS", help="give up waiting (exit 75)")

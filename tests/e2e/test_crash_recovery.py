@@ -41,7 +41,7 @@ def test_crash_then_doctor_fix_leaves_nothing_orphaned(point: str, repo: Path, c
     fixed = cli("doctor", "--fix", "--json")
     outcome = {f["task"]: f["fixed"] for f in json.loads(fixed.out) if f["task"]}
     task = json.loads(cli("show", "boom", "--json").out)
-    if point == "provision.after_intent":
+    if point in ("provision.after_intent", "provision.after_branch"):
         assert outcome == {"boom": "marked failed"}
         assert task["state"] == "failed"
         assert _state(repo) == before
@@ -116,3 +116,65 @@ def test_doctor_on_a_healthy_board_says_so(repo: Path, cli) -> None:
     result = cli("doctor")
     assert result.code == 0
     assert result.out.strip() == "no problems found"
+
+
+def _interrupt_inside_worktree_add(repo: Path, cli) -> str:
+    """A crash after laneboard created the branch and git added the worktree, but before the
+    ledger heard of it (as if laneboard died while git was finishing)."""
+    crashed = cli("new", "w", "--no-start", env={"LANEBOARD_FAULT": "provision.after_branch"})
+    assert crashed.code == -9
+    task_id = json.loads(cli("show", "w", "--json").out)["id"]
+    path = repo / ".worktrees" / "w"
+    git(
+        repo,
+        "worktree",
+        "add",
+        "-q",
+        "--lock",
+        "--reason",
+        f"laneboard: initializing task {task_id}",
+        str(path),
+        "lb/w",
+    )
+    return task_id
+
+
+def test_worktree_from_an_interrupted_add_is_finished_when_pristine(repo: Path, cli) -> None:
+    _interrupt_inside_worktree_add(repo, cli)
+    fixed = json.loads(cli("doctor", "--fix", "--json").out)
+    assert [(f["kind"], f["fixed"]) for f in fixed] == [("interrupted-provisioning", "finished")]
+    assert json.loads(cli("show", "w", "--json").out)["state"] == "provisioned"
+    assert cli("verify", "w").code == 0
+
+
+def test_incomplete_worktree_from_an_interrupted_add_is_not_adopted(repo: Path, cli) -> None:
+    """Regression: doctor took a half-checked-out worktree (git killed mid-checkout) for a
+    finished one and marked it provisioned."""
+    _interrupt_inside_worktree_add(repo, cli)
+    (repo / ".worktrees" / "w" / "README.md").unlink()  # the checkout never wrote it
+    fixed = json.loads(cli("doctor", "--fix", "--json").out)
+    assert [f["kind"] for f in fixed] == ["interrupted-provisioning"]
+    task = json.loads(cli("show", "w", "--json").out)
+    assert task["state"] == "failed"
+    # Not pristine, so not force-removed: kept and reported, nothing deleted by guesswork.
+    assert (repo / ".worktrees" / "w").is_dir()
+    log = json.loads(cli("log", "w", "--json").out)
+    assert "worktree" in log["events"][-1]["data"]["reason"]
+
+
+def test_copied_ignored_file_does_not_block_the_undo(repo: Path, cli) -> None:
+    """Regression: an ignored file that provisioning itself copied (`.env`) counted as someone's
+    work, so the undo of a failed provisioning kept the worktree and branch."""
+    (repo / ".gitignore").write_text(".env\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-q", "-m", "ignore .env")
+    (repo / ".env").write_text("SECRET=1\n")
+    (repo / ".laneboard.toml").write_text('[provision]\ncopy = [".env"]\nsetup = "exit 3"\n')
+    before = _state(repo)
+    crashed = cli("new", "e", "--no-start", env={"LANEBOARD_FAULT": "provision.after_copy"})
+    assert crashed.code == -9
+    fixed = json.loads(cli("doctor", "--fix", "--json").out)
+    outcome = [f["fixed"] for f in fixed if f["task"] == "e"]
+    assert outcome and outcome[0].startswith("not fixed: provisioning e failed: setup")
+    assert _state(repo) == before
+    assert json.loads(cli("show", "e", "--json").out)["state"] == "failed"

@@ -333,3 +333,83 @@ def test_lanes_shows_running_and_waiting_leases(board: Path, spawn, cli) -> None
         proc.send("exit 0")
     assert a.wait() == 0
     assert root.wait() == 0
+
+
+def test_root_request_inside_a_worktree_lease_is_refused_not_deadlocked(board: Path, cli) -> None:
+    """Regression: a root-lane request from inside `exec --lane a` waited for its own lease."""
+    inner = [sys.executable, "-P", "-m", "tui.cli", "exec", "--root", "--", "true"]
+    result = cli("exec", "--lane", "a", "--", *inner)
+    assert result.code == 1
+    assert "needs the root lane, but runs inside lease" in result.err
+
+
+def test_new_inside_a_worktree_lease_is_refused_before_anything_is_written(
+    board: Path, cli
+) -> None:
+    inner = [sys.executable, "-P", "-m", "tui.cli", "new", "c", "--no-start"]
+    result = cli("exec", "--lane", "a", "--", *inner)
+    assert result.code == 1
+    assert "would wait for itself" in result.err
+    assert "c" not in [
+        t["name"] for t in __import__("json").loads(cli("ls", "--json", "--all").out)
+    ]
+
+
+def test_lease_env_of_an_unrelated_process_is_ignored(board: Path, spawn, cli) -> None:
+    a = spawn("a")
+    seq = _seq_of(a)
+    # Not a descendant of lease #seq's command: the variable means nothing, the lane is busy.
+    result = cli(
+        "exec", "--lane", "a", "--timeout", "0.2", "--", "true", env={"LANEBOARD_LEASE": str(seq)}
+    )
+    assert result.code == 75
+    a.send("exit 0")
+    assert a.wait() == 0
+
+
+def test_missing_command_with_a_path_exits_127(board: Path, cli) -> None:
+    result = cli("exec", "--root", "--", "./no-such-thing")
+    assert result.code == 127
+    assert "No such file or directory" in result.err
+
+
+def test_non_finite_timeout_is_a_usage_error(board: Path, cli) -> None:
+    assert cli("exec", "--lane", "a", "--timeout", "nan", "--", "true").code == 2
+    assert cli("exec", "--lane", "a", "--timeout", "inf", "--", "true").code == 2
+
+
+def test_setup_lease_is_held_while_setup_runs_even_if_new_is_killed(
+    repo: Path, cli, tmp_path: Path
+) -> None:
+    """Regression: setup ran with its lease but never recorded its command, so killing
+    `laneboard new` released the lane while setup still ran in it."""
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    (repo / ".laneboard.toml").write_text(
+        f'[provision]\nsetup = ["sh", "-c", "echo up > started; read x < {gate}"]\n'
+    )
+    new = Spawned(["new", "s", "--no-start"], repo)
+    try:
+        store = _store()
+        setup = None
+        for _ in range(3000):  # until the setup lease runs (each pass reads the ledger once)
+            running = [x for x in store.active() if x.kind.value == "setup"]
+            if running and running[0].child_pid:
+                setup = running[0]
+                break
+            __import__("time").sleep(0.01)
+        assert setup is not None
+        new.signal(signal.SIGKILL)
+        assert new.wait() == -signal.SIGKILL
+        store.run_pass()
+        assert _lease(setup.seq).state is LeaseState.RUNNING  # setup still runs: lane held
+        with open(gate, "w") as release:
+            release.write("go\n")
+        for _ in range(3000):
+            store.run_pass()
+            if _lease(setup.seq).state is LeaseState.RELEASED:
+                break
+            __import__("time").sleep(0.01)
+        assert _lease(setup.seq).release_reason == "holder died"
+    finally:
+        new.close()

@@ -114,7 +114,7 @@ def test_unknown_base_is_refused_before_anything_is_written(repo: Path, cli) -> 
 
 def test_two_processes_creating_the_same_name_give_one_task(repo: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    argv = [sys.executable, "-m", "tui.cli", "new", "race", "--no-start"]
+    argv = [sys.executable, "-P", "-m", "tui.cli", "new", "race", "--no-start"]
     procs = [
         subprocess.Popen(argv, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for _ in range(2)
@@ -127,7 +127,7 @@ def test_two_processes_creating_the_same_name_give_one_task(repo: Path) -> None:
     assert "Traceback" not in refusal
     tasks = json.loads(
         subprocess.run(
-            [sys.executable, "-m", "tui.cli", "ls", "--json", "--all"],
+            [sys.executable, "-P", "-m", "tui.cli", "ls", "--json", "--all"],
             cwd=repo,
             env=env,
             capture_output=True,
@@ -144,7 +144,7 @@ def test_many_processes_share_the_ledger(repo: Path) -> None:
     names = [f"t{i}" for i in range(6)]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "tui.cli", "new", name, "--no-start"],
+            [sys.executable, "-P", "-m", "tui.cli", "new", name, "--no-start"],
             cwd=repo,
             env=env,
             stdout=subprocess.PIPE,
@@ -156,7 +156,7 @@ def test_many_processes_share_the_ledger(repo: Path) -> None:
         assert proc.wait() == 0, proc.stderr.read().decode() if proc.stderr else ""
     tasks = json.loads(
         subprocess.run(
-            [sys.executable, "-m", "tui.cli", "ls", "--json"],
+            [sys.executable, "-P", "-m", "tui.cli", "ls", "--json"],
             cwd=repo,
             env=env,
             capture_output=True,
@@ -245,3 +245,50 @@ def test_ls_in_an_unregistered_repo_says_so_and_succeeds(repo: Path, cli) -> Non
     assert result.code == 0
     assert result.out.startswith(f"no tasks: {repo} is not registered with laneboard")
     assert json.loads(cli("ls", "--json").out) == []
+
+
+def test_failed_worktree_add_leaves_no_branch_or_worktree(repo: Path, cli) -> None:
+    """Regression: git creates the branch before checking out; a failing post-checkout hook made
+    `worktree add` fail after that, and the branch and a locked worktree were left behind
+    unreported."""
+    hook = repo / ".git" / "hooks" / "post-checkout"
+    hook.write_text("#!/bin/sh\nexit 1\n")
+    hook.chmod(0o755)
+    before = (_refs(repo), _worktrees(repo))
+    result = cli("new", "a", "--no-start")
+    assert result.code == 1
+    assert "Traceback" not in result.err and "internal error" not in result.err
+    assert (_refs(repo), _worktrees(repo)) == before
+    assert not (repo / ".git" / "worktrees" / "a").exists()
+    assert not (repo / ".worktrees" / "a").exists()
+    assert cli("doctor").out.strip() == "no problems found"
+    hook.unlink()
+    assert cli("new", "a", "--no-start").code == 0
+
+
+def test_an_area_that_is_a_file_is_refused_cleanly(repo: Path, cli) -> None:
+    """Regression: an OSError (here: the area is a file) skipped rollback and left the task in
+    `provisioning` with an internal error."""
+    (repo / ".worktrees").write_text("not a directory\n")
+    before = _refs(repo)
+    result = cli("new", "a", "--no-start")
+    assert result.code == 1
+    assert "internal error" not in result.err
+    assert result.err.startswith("laneboard: provisioning a failed: ")
+    assert _refs(repo) == before
+    assert json.loads(cli("show", "a", "--json").out)["state"] == "failed"
+
+
+def test_refused_new_does_not_register_the_repo(repo: Path, cli) -> None:
+    assert cli("new", "Bad Name", "--no-start").code == 1
+    assert cli("new", "ok", "--no-start", "--base", "nope").code == 1
+    assert cli("ls").out.startswith("no tasks: ")
+    assert "not registered" in cli("ls").out
+
+
+def test_git_failure_reports_git_s_error_line(repo: Path, cli) -> None:
+    git(repo, "branch", "lb")  # `lb/a` cannot exist beside a branch named `lb`
+    result = cli("new", "a", "--no-start")
+    assert result.code == 1
+    assert "Preparing worktree" not in result.err
+    assert "fatal:" in result.err or "error:" in result.err or "cannot lock ref" in result.err

@@ -106,3 +106,24 @@ def test_wrap_entries_must_be_plain_command_names(repo: Path, cli) -> None:
     result = cli("new", "x", "--no-start")
     assert result.code == 1
     assert "field lanes.wrap" in result.err
+
+
+def test_shim_never_imports_the_worktrees_own_packages(repo: Path, cli, tmp_path) -> None:
+    """Regression: shims ran `python -m tui.cli` from the worktree, which put the worktree first
+    on sys.path, so a repo with its own `core/` package ran its code instead of laneboard's."""
+    from tests.conftest import git
+
+    (repo / "core").mkdir()
+    (repo / "core" / "__init__.py").write_text('raise SystemExit("worktree core imported")\n')
+    git(repo, "add", "core")
+    git(repo, "commit", "-q", "-m", "a package named core")
+    (repo / ".laneboard.toml").write_text('[lanes]\nwrap = ["mytool"]\n')
+    assert cli("new", "p", "--no-start").code == 0
+    real = tmp_path / "real"
+    _script(real / "mytool", 'echo "real mytool"\n')
+    shims = _shims(cli, "p")
+    result = _run(
+        "mytool", [shims, real, Path("/usr/bin"), Path("/bin")], repo / ".worktrees" / "p"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "real mytool"

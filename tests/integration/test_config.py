@@ -130,5 +130,5 @@ def test_cached_settings_keep_pydantic_conversions(repo: Path) -> None:
 
 def test_slots_are_machine_wide_not_per_repo(repo: Path) -> None:
     (repo / ".laneboard.toml").write_text("[lanes]\nslots = 9\n")
-    with pytest.raises(ConfigError, match="field lanes.slots: slots are machine-wide"):
+    with pytest.raises(ConfigError, match=r"field lanes\.slots: slots are machine-wide"):
         load_settings(repo)

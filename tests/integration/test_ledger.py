@@ -105,3 +105,11 @@ def test_update_with_stale_expectation_is_refused(ledger: Ledger) -> None:
             expect=TaskState.PROVISIONED,
         )
     assert ledger.task(task.id).state is TaskState.PROVISIONING
+
+
+def test_claim_is_a_compare_and_swap_on_the_owner(ledger: Ledger) -> None:
+    repo, _ = ledger.ensure_repo("/c", "/r", "r", Actor.CLI)
+    fields = {**_task_fields(repo.id, "a"), "owner_pid": 999999, "owner_start": 1}
+    task = ledger.insert_task(fields, Actor.CLI, {})
+    assert ledger.claim(task.id, 999999, 1) is True
+    assert ledger.claim(task.id, 999999, 1) is False  # a second doctor saw the same dead owner
