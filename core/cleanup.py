@@ -153,19 +153,24 @@ class Decision:
 
 def is_rebuildable(path: str, patterns: Iterable[str]) -> bool:
     """True when an ignored path (as `git status --ignored=matching` names it; a directory ends
-    with `/`) is a cache tools rebuild. A pattern ending in `/` names a directory at any depth
-    (`node_modules/` matches `web/node_modules/`); any other pattern is a glob on the basename
-    (`*.pyc`), or on the whole path when it contains a `/`."""
+    with `/`) is a cache tools rebuild. A pattern ending in `/` names a directory: at any depth
+    (`node_modules/` matches `web/node_modules/`), or from the top when it holds another `/`
+    (`build/out/`); any other pattern is a glob on the basename (`*.pyc`), or on the whole path
+    when it contains a `/` (`logs/*.log`)."""
     is_dir = path.endswith("/")
     stripped = path.rstrip("/")
     parts = stripped.split("/")
     for pattern in patterns:
         if pattern.endswith("/"):
-            name = pattern.rstrip("/")
-            # The directory itself, or anything under such a directory.
-            if (is_dir and fnmatch.fnmatchcase(parts[-1], name)) or any(
-                fnmatch.fnmatchcase(part, name) for part in parts[:-1]
-            ):
+            name = pattern.strip("/")
+            # The directory itself, or anything under such a directory; a name with a `/` is a
+            # directory path from the worktree's top, any other name matches at any depth.
+            if "/" in name:
+                prefixes = ["/".join(parts[:i]) for i in range(1, len(parts))]
+                candidates = [*prefixes, stripped] if is_dir else prefixes
+            else:
+                candidates = [*parts[:-1], parts[-1]] if is_dir else parts[:-1]
+            if any(fnmatch.fnmatchcase(candidate, name) for candidate in candidates):
                 return True
         elif "/" in pattern:
             if fnmatch.fnmatchcase(stripped, pattern.strip("/")):

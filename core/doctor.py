@@ -28,7 +28,6 @@ from core.provision import (
 )
 from core.repo import RepoContext
 from core.runtime import Runtime
-from core.verify import verify_worktree
 
 
 @dataclass(frozen=True)
@@ -149,13 +148,7 @@ def _live_task(ctx: RepoContext, task: Task, entries: dict[str, WorktreeEntry]) 
             )
         )
     else:
-        verdict = verify_worktree(
-            Path(task.worktree_path),
-            area=Path(task.area),
-            common_dir=ctx.common_dir,
-            admin_name=task.admin_name,
-            identity=task.identity,
-        )
+        verdict = ctx.verify(task)
         if not verdict.ok:
             found.append(Finding("verification-failed", str(verdict), task.name, task.id))
     if ctx.git.branch_tip(task.branch) is None:

@@ -21,7 +21,6 @@ from core.models import Task
 from core.provision import LOCK_PREFIX, unchanged_copies
 from core.repo import RepoContext
 from core.runtime import Runtime
-from core.verify import verify_worktree
 
 OPERATIONS = (
     ("MERGE_HEAD", "merge"),
@@ -64,13 +63,7 @@ def gather(
     if not worktree_exists(ctx, task):
         return WorktreeFacts(exists=False)
     worktree = Path(task.worktree_path)
-    verdict = verify_worktree(
-        worktree,
-        area=Path(task.area),
-        common_dir=ctx.common_dir,
-        admin_name=task.admin_name,
-        identity=task.identity,
-    )
+    verdict = ctx.verify(task)
     leases = tuple(
         f"#{lease.seq} `{' '.join(lease.command)}` (pid {lease.child_pid or lease.holder_pid})"
         for lease in store.active(task.repo_id)

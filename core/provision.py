@@ -35,7 +35,6 @@ from core.models import Actor, Task, TaskState
 from core.names import branch_for
 from core.repo import RepoContext
 from core.runner import find_command, spawn_and_wait
-from core.verify import verify_worktree
 
 LOCK_PREFIX = "laneboard: initializing task "
 SETUP_TAIL_LINES = 20
@@ -326,13 +325,7 @@ def _ensure_excluded(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor)
 
 def _pin(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> Task:
     """Verify the new worktree and record its admin name and device/inode identity."""
-    verdict = verify_worktree(
-        Path(task.worktree_path),
-        area=Path(task.area),
-        common_dir=ctx.common_dir,
-        admin_name=task.admin_name,
-        identity=task.identity,
-    )
+    verdict = ctx.verify(task)
     if not verdict.ok:
         raise LaneboardError(f"the new worktree failed verification: {verdict}")
     if task.identity is not None:
@@ -515,13 +508,7 @@ def _undo(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor, *, force: 
     entries = worktree_list(ctx.root)
     registered = any(os.path.realpath(e.path) == os.path.realpath(path) for e in entries)
     if task.worktree_created_by_us and registered:
-        verdict = verify_worktree(
-            path,
-            area=Path(task.area),
-            common_dir=ctx.common_dir,
-            admin_name=task.admin_name,
-            identity=task.identity,
-        )
+        verdict = ctx.verify(task)
         if not verdict.ok:
             kept.append(f"worktree {path} kept: it no longer verifies ({verdict})")
         else:

@@ -15,7 +15,8 @@ from core.errors import LaneboardError
 from core.git import GitRepo, RepoPaths, discover
 from core.leases import Held, Lease, LeaseKind, LeaseStore, hold
 from core.ledger import Ledger
-from core.models import Actor, Repo
+from core.models import Actor, Repo, Task
+from core.verify import Verdict, verify_worktree
 
 
 class NotRegistered(LaneboardError):
@@ -45,6 +46,16 @@ class RepoContext:
         if self.settings.worktrees.area == "sibling":
             return self.root.parent / f"{self.root.name}.worktrees"
         return self.root / ".worktrees"
+
+    def verify(self, task: Task) -> Verdict:
+        """Verify the task's worktree against this repo, its area and its pinned identity."""
+        return verify_worktree(
+            Path(task.worktree_path),
+            area=Path(task.area),
+            common_dir=self.common_dir,
+            admin_name=task.admin_name,
+            identity=task.identity,
+        )
 
     @contextmanager
     def lane(

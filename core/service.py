@@ -24,7 +24,7 @@ from core.models import Actor, Event, Repo, Task
 from core.names import branch_for
 from core.repo import RepoContext, open_repo
 from core.runtime import NoRuntime, Runtime
-from core.verify import Verdict, verify_worktree
+from core.verify import Verdict
 
 
 class UnknownTask(LaneboardError):
@@ -169,13 +169,7 @@ class Board:
     def verify(self, ctx: RepoContext, name: str) -> tuple[Task, Verdict]:
         """Verify the task's worktree against its pinned identity (filesystem reads only)."""
         task = self.task(ctx, name)
-        verdict = verify_worktree(
-            Path(task.worktree_path),
-            area=Path(task.area),
-            common_dir=ctx.common_dir,
-            admin_name=task.admin_name,
-            identity=task.identity,
-        )
+        verdict = ctx.verify(task)
         return task, verdict
 
     # --- lanes ---------------------------------------------------------------------------
