@@ -413,3 +413,31 @@ def test_setup_lease_is_held_while_setup_runs_even_if_new_is_killed(
         assert _lease(setup.seq).release_reason == "holder died"
     finally:
         new.close()
+
+
+def test_discard_waits_for_in_flight_lane_commands_of_the_repo(board: Path, spawn) -> None:
+    b = spawn("b")
+    b_seq = _seq_of(b)
+    discard = Spawned(["discard", "a"], board)
+    try:
+        discard.expect(rf"waiting for the root lane: conflict with #{b_seq} ", "err")
+        assert (board / ".worktrees" / "a").is_dir()
+        b.send("exit 0")
+        assert b.wait() == 0
+        assert discard.wait() == 0
+        assert not (board / ".worktrees" / "a").exists()
+    finally:
+        discard.close()
+    kinds = [(x.kind.value, x.seq) for x in _store().admitted_in_order()]
+    assert kinds[-2:][0] == ("exec", b_seq)
+    assert kinds[-1][0] == "remove"
+
+
+def test_discard_refuses_at_once_while_its_own_lane_is_busy(board: Path, spawn, cli) -> None:
+    a = spawn("a")
+    seq = _seq_of(a)
+    result = cli("discard", "a")
+    assert result.code == 1
+    assert f"  lease held: #{seq} " in result.err
+    a.send("exit 0")
+    assert a.wait() == 0
