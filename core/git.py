@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -272,11 +273,24 @@ class WorktreeEntry:
     prunable: str | None = None
 
 
+LIST_ATTEMPTS = 5
+
+
 def worktree_list(root: Path) -> list[WorktreeEntry]:
-    """Every worktree git has registered for the repo, the primary checkout first."""
-    out = run_git(["worktree", "list", "--porcelain", "-z"], cwd=root).stdout.decode(
-        errors="surrogateescape"
-    )
+    """Every worktree git has registered for the repo, the primary checkout first.
+
+    Laneboard's own writers hold the root lane, but a reader may still meet an admin dir that a
+    `git worktree add` outside laneboard is half-way through writing (git then fails with
+    "failed to read …"); such a read is retried a few times before the error is reported.
+    """
+    for attempt in range(LIST_ATTEMPTS):
+        result = run_git(["worktree", "list", "--porcelain", "-z"], cwd=root, check=False)
+        if result.returncode == 0:
+            break
+        if attempt == LIST_ATTEMPTS - 1 or b"failed to read" not in result.stderr:
+            raise GitError(f"git worktree failed: {first_line(result.stderr)}")
+        time.sleep(0.02 * (attempt + 1))
+    out = result.stdout.decode(errors="surrogateescape")
     entries: list[WorktreeEntry] = []
     current: dict[str, str | None] = {}
 

@@ -278,8 +278,12 @@ def finish(
         if "setup.done" not in done:
             _run_setup(ctx, ledger, task, actor, on_wait)
         faults.checkpoint("provision.after_setup")
-        if _locked_by_us(ctx, task):
-            worktree_unlock(ctx.root, Path(task.worktree_path))
+        # Unlocking reads every worktree's admin dir, so, like `worktree add`, it is a root
+        # operation: run beside another task's `add` it can read a half-made admin dir and fail.
+        unlock = ["git", "worktree", "unlock", task.worktree_path]
+        with ctx.lane(ledger, None, LeaseKind.PROVISION, unlock, on_wait):
+            if _locked_by_us(ctx, task):
+                worktree_unlock(ctx.root, Path(task.worktree_path))
     except (LaneboardError, OSError) as err:
         reason = describe(err)
         rollback(
