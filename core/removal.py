@@ -173,6 +173,9 @@ def complete(
                 "snapshot": saved.ref,
             },
         )
+        verdict = ctx.verify(task)  # right before: the path must still be the worktree we pinned
+        if not verdict.ok:
+            raise LaneboardError(f"{task.name}: worktree changed during discard: {verdict}")
         worktree_remove(ctx.root, worktree, force=True)
         ledger.append_event(
             task.id, ctx.repo.id, "worktree.removed", actor, {"path": task.worktree_path}
