@@ -51,7 +51,8 @@ class BlockerKind(StrEnum):
     SUBMODULE = "submodule"
     """An initialized submodule lives inside."""
     NESTED = "nested"
-    """Another registered worktree lies inside this one."""
+    """Another registered worktree, or a repository of its own (an untracked directory with a
+    `.git`), lies inside this one: removal would delete its history, which no snapshot holds."""
     UNIQUE_COMMITS = "unique-commits"
     """HEAD or the branch holds commits reachable from no other branch, remote-tracking ref, tag
     or laneboard anchor/snapshot ref."""
@@ -110,6 +111,8 @@ class WorktreeFacts:
     initializing: bool = False
     submodules: tuple[str, ...] = ()
     nested: tuple[str, ...] = ()
+    repositories: tuple[str, ...] = ()
+    """Untracked directories inside that are repositories of their own (hold a `.git`)."""
     unique_commits: tuple[str, ...] = ()
     """`<short sha> <subject>` of commits only HEAD or the branch hold."""
     head: str | None = None
@@ -152,30 +155,29 @@ class Decision:
 
 
 def is_rebuildable(path: str, patterns: Iterable[str]) -> bool:
-    """True when an ignored path (as `git status --ignored=matching` names it; a directory ends
-    with `/`) is a cache tools rebuild. A pattern ending in `/` names a directory: at any depth
-    (`node_modules/` matches `web/node_modules/`), or from the top when it holds another `/`
-    (`build/out/`); any other pattern is a glob on the basename (`*.pyc`), or on the whole path
-    when it contains a `/` (`logs/*.log`)."""
+    """True when an ignored path, as `git status --ignored=matching` names it, is a cache tools
+    rebuild. A pattern ending in `/` names an ignored directory reported as such (a path ending
+    in `/`): by its name at any depth (`node_modules/` matches `web/node_modules/`), or by its
+    path from the top when the pattern holds another `/` (`build/out/`). Any other pattern is a
+    glob on the basename (`*.pyc`), or on the whole path when it contains a `/` (`logs/*.log`).
+
+    A file *inside* a directory named like a cache is not matched: git reports it on its own only
+    when the directory itself is not ignored, so the file is ignored for a reason of its own
+    (`target/prod.key` under `*.key`) and may well be someone's secret, not a build product.
+    """
     is_dir = path.endswith("/")
     stripped = path.rstrip("/")
-    parts = stripped.split("/")
+    basename = stripped.rsplit("/", 1)[-1]
     for pattern in patterns:
         if pattern.endswith("/"):
             name = pattern.strip("/")
-            # The directory itself, or anything under such a directory; a name with a `/` is a
-            # directory path from the worktree's top, any other name matches at any depth.
-            if "/" in name:
-                prefixes = ["/".join(parts[:i]) for i in range(1, len(parts))]
-                candidates = [*prefixes, stripped] if is_dir else prefixes
-            else:
-                candidates = [*parts[:-1], parts[-1]] if is_dir else parts[:-1]
-            if any(fnmatch.fnmatchcase(candidate, name) for candidate in candidates):
+            target = stripped if "/" in name else basename
+            if is_dir and fnmatch.fnmatchcase(target, name):
                 return True
         elif "/" in pattern:
             if fnmatch.fnmatchcase(stripped, pattern.strip("/")):
                 return True
-        elif fnmatch.fnmatchcase(parts[-1], pattern):
+        elif fnmatch.fnmatchcase(basename, pattern):
             return True
     return False
 
@@ -203,6 +205,7 @@ def worktree_blockers(facts: WorktreeFacts, rebuildable: Sequence[str]) -> Decis
         found.append(Blocker(BlockerKind.LOCKED, f"locked: {facts.lock or '(no reason)'}"))
     found += _each(BlockerKind.SUBMODULE, "initialized submodule", facts.submodules)
     found += _each(BlockerKind.NESTED, "worktree nested inside", facts.nested)
+    found += _each(BlockerKind.NESTED, "repository nested inside", facts.repositories)
     found += _each(BlockerKind.CONFLICT, "conflicted file", facts.conflicted)
     found += _each(BlockerKind.HIDDEN, "hidden change possible", facts.hidden)
     found += _each(BlockerKind.UNCOMMITTED, "staged change", facts.staged)
@@ -210,7 +213,11 @@ def worktree_blockers(facts: WorktreeFacts, rebuildable: Sequence[str]) -> Decis
     found += _each(
         BlockerKind.UNTRACKED,
         "untracked file",
-        [p for p in facts.untracked if p not in facts.untracked_ours],
+        [
+            p
+            for p in facts.untracked
+            if p not in facts.untracked_ours and p not in facts.repositories
+        ],
     )
     found += _each(
         BlockerKind.IGNORED,

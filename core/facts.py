@@ -90,6 +90,11 @@ def gather(
         unstaged=tuple(p for p in facts.unstaged if p not in facts.submodules),
         conflicted=tuple(facts.conflicted),
         untracked=tuple(facts.untracked),
+        repositories=tuple(
+            p
+            for p in facts.untracked + facts.ignored
+            if p.endswith("/") and os.path.lexists(worktree / p / ".git")
+        ),
         untracked_ours=unchanged_copies(ledger, task),
         ignored=tuple(facts.ignored),
         hidden=tuple(_hidden(worktree)),

@@ -55,6 +55,11 @@ def test_a_worktree_that_is_already_gone_blocks_nothing() -> None:
         (WorktreeFacts(submodules=("sub",)), K.SUBMODULE, "initialized submodule: sub"),
         (WorktreeFacts(nested=("/w/inner",)), K.NESTED, "worktree nested inside: /w/inner"),
         (
+            WorktreeFacts(untracked=("lib/",), repositories=("lib/",)),
+            K.NESTED,
+            "repository nested inside: lib/",
+        ),
+        (
             WorktreeFacts(unique_commits=("abc1234567 wip",)),
             K.UNIQUE_COMMITS,
             "commit only here: abc1234567 wip",
@@ -104,7 +109,8 @@ def test_rebuildable_ignored_caches_and_unchanged_copies_are_not_work() -> None:
         ("node_modules/", ["node_modules/"], True),
         ("web/node_modules/", ["node_modules/"], True),
         ("node_modules", ["node_modules/"], False),  # a file named like the dir is not the cache
-        ("node_modules/pkg/x.js", ["node_modules/"], True),
+        ("node_modules/pkg/x.js", ["node_modules/"], False),
+        ("target/prod.key", ["target/"], False),  # ignored by its own rule: maybe a secret
         ("src/target.rs", ["target/"], False),
         ("a/b.pyc", ["*.pyc"], True),
         ("build/out/", ["build/out/"], True),
