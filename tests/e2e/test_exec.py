@@ -277,9 +277,12 @@ def test_new_waits_for_in_flight_root_work(board: Path, spawn) -> None:
         assert (board / ".worktrees" / "c" / ".git").is_file()
     finally:
         new.close()
-    kinds = [(lease.kind.value, lease.lane) for lease in _store().admitted_in_order()]
-    # After the provisioning of a and b: the root exec, then c's provisioning (root lane).
-    assert kinds[-2:] == [("exec", None), ("provision", None)]
+    admitted = _store().admitted_in_order()
+    kinds = [(lease.kind.value, lease.lane) for lease in admitted]
+    # The root exec ran first; c's provisioning (root lane: add, then unlock) only after it.
+    first_exec = kinds.index(("exec", None))
+    assert admitted[first_exec].seq == root_seq
+    assert kinds[first_exec + 1 :] == [("provision", None), ("provision", None)]
 
 
 def test_exec_usage_errors(board: Path, cli) -> None:
