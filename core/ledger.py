@@ -178,15 +178,19 @@ class Ledger:
         data: dict[str, Any] | None = None,
         state: TaskState | None = None,
         expect: TaskState | None = None,
+        settled: bool = False,
         **fields: Any,
     ) -> Task:
         """Change a task's fields and/or state and journal it, in one transaction.
 
         With `state`, the lifecycle table must allow the change from the current state; with
         `expect`, the current state must be exactly that (a compare-and-swap against another
-        process that moved the task meanwhile). Entering a retiring state sets the disposition and
-        retirement time, which frees the name.
+        process that moved the task meanwhile). `settled` clears the owning process: the
+        multi-step change (provisioning, discard) is over. Entering a retiring state sets the
+        disposition and retirement time, which frees the name.
         """
+        if settled:  # the multi-step change is over: no process owns the task any more
+            fields.update(owner_pid=None, owner_start=None)
         identity = fields.pop("identity", None)
         if isinstance(identity, Identity):
             fields.update(identity.as_dict())

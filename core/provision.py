@@ -296,8 +296,7 @@ def finish(
         kind="task.provisioned",
         state=TaskState.PROVISIONED,
         expect=TaskState.PROVISIONING,
-        owner_pid=None,
-        owner_start=None,
+        settled=True,
     )
 
 
@@ -499,8 +498,7 @@ def rollback(
         kind="task.failed",
         data={"reason": full_reason, "kept": kept},
         state=TaskState.FAILED,
-        owner_pid=None,
-        owner_start=None,
+        settled=True,
     )
 
 

@@ -151,8 +151,7 @@ def complete(
                 kind="discard.stopped",
                 state=TaskState.RETAINED,
                 data={"blockers": [str(b) for b in decision.hard]},
-                owner_pid=None,
-                owner_start=None,
+                settled=True,
             )
             raise _refusal(task, decision, True)
         saved = _snapshot_since(ledger, task, intent.seq)
@@ -194,8 +193,7 @@ def complete(
         kind="task.discarded",
         state=TaskState.DISCARDED,
         expect=TaskState.DISCARDING,
-        owner_pid=None,
-        owner_start=None,
+        settled=True,
     )
 
 
