@@ -56,6 +56,8 @@ class BlockerKind(StrEnum):
     UNIQUE_COMMITS = "unique-commits"
     """HEAD or the branch holds commits reachable from no other branch, remote-tracking ref, tag
     or laneboard anchor/snapshot ref."""
+    UNBORN = "unborn"
+    """HEAD names a branch that does not exist (it was deleted under the worktree)."""
     BRANCH_MOVED = "branch-moved"
     """The branch tip is not the tip recorded before removal."""
     BRANCH_IN_USE = "branch-in-use"
@@ -116,7 +118,12 @@ class WorktreeFacts:
     unique_commits: tuple[str, ...] = ()
     """`<short sha> <subject>` of commits only HEAD or the branch hold."""
     head: str | None = None
-    """The worktree's HEAD commit (not a blocker; what a snapshot starts from)."""
+    """The worktree's HEAD commit (what a snapshot starts from); None when HEAD is unborn."""
+    unborn: bool = False
+    """HEAD names a branch that does not exist."""
+    kept_tips: tuple[str, ...] = ()
+    """Commits only the worktree's reflogs or per-worktree refs reach (`refs/worktree/…`,
+    `refs/bisect/…`): removal deletes those, so a snapshot must keep these commits."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +189,10 @@ def is_rebuildable(path: str, patterns: Iterable[str]) -> bool:
     return False
 
 
+UNIQUE_SHOWN = 10
+"""Unique commits listed one per line; beyond that they are counted."""
+
+
 def _each(kind: BlockerKind, label: str, items: Sequence[str]) -> list[Blocker]:
     return [Blocker(kind, f"{label}: {item}") for item in items]
 
@@ -199,6 +210,8 @@ def worktree_blockers(facts: WorktreeFacts, rebuildable: Sequence[str]) -> Decis
     found += _each(BlockerKind.AGENT, "agent running", facts.agent)
     found += _each(BlockerKind.PROCESS, "process inside", facts.processes)
     found += _each(BlockerKind.OPERATION, "in progress", facts.operations)
+    if facts.unborn:
+        found.append(Blocker(BlockerKind.UNBORN, "HEAD has no commit: its branch was deleted"))
     if facts.initializing:
         found.append(Blocker(BlockerKind.INITIALIZING, "still being created (locked)"))
     elif facts.lock is not None:
@@ -228,7 +241,11 @@ def worktree_blockers(facts: WorktreeFacts, rebuildable: Sequence[str]) -> Decis
             if p not in facts.untracked_ours and not is_rebuildable(p, rebuildable)
         ],
     )
-    found += _each(BlockerKind.UNIQUE_COMMITS, "commit only here", facts.unique_commits)
+    shown = facts.unique_commits[:UNIQUE_SHOWN]
+    found += _each(BlockerKind.UNIQUE_COMMITS, "commit only here", shown)
+    if len(facts.unique_commits) > UNIQUE_SHOWN:
+        more = len(facts.unique_commits) - UNIQUE_SHOWN
+        found.append(Blocker(BlockerKind.UNIQUE_COMMITS, f"commit only here: … and {more} more"))
     return Decision(tuple(found))
 
 

@@ -38,8 +38,6 @@ DEFAULT_REBUILDABLE = (
     ".mypy_cache/",
     ".ruff_cache/",
     ".tox/",
-    "dist/",
-    "build/",
     ".gradle/",
     ".next/",
     "*.pyc",

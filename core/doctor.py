@@ -14,7 +14,7 @@ from pathlib import Path
 
 from core import procs, removal
 from core.errors import LaneboardError
-from core.git import WorktreeEntry, status, worktree_list
+from core.git import WorktreeEntry, worktree_list
 from core.leases import LeaseKind, LeaseStore
 from core.ledger import Ledger
 from core.models import Actor, Task, TaskState
@@ -23,6 +23,7 @@ from core.provision import (
     finish,
     intent,
     lock_reason,
+    pristine,
     record_created,
     rollback,
 )
@@ -64,8 +65,8 @@ def diagnose(ctx: RepoContext, ledger: Ledger, *, fix: bool, runtime: Runtime) -
     for task in tasks:
         try:
             findings.extend(_task_findings(ctx, ledger, task, entries, live_paths, fix, runtime))
-        except (LaneboardError, OSError) as err:
-            # One broken task must not hide the report on every other one.
+        except Exception as err:  # noqa: BLE001 - one broken task must not hide the others
+            # The report on every other task still matters more than this one's traceback.
             findings.append(
                 Finding("check-failed", f"could not check it: {err}", task.name, task.id)
             )
@@ -233,7 +234,7 @@ def _interrupted_provisioning(
         task = record_created(ledger, task, actor, start, worktree=False, recovered=True)
     if worktree_ours and not task.worktree_created_by_us:
         # git may have been killed half-way through its checkout: adopt only a pristine one.
-        if complete and not _pristine(task, start):
+        if complete and not pristine(task, start):
             complete = False
         task = record_created(ledger, task, actor, start, branch=False, recovered=True)
     try:
@@ -267,12 +268,3 @@ def _unproven(
     if ctx.git.branch_tip(task.branch) is not None and not branch_ours:
         found.append(f"branch {task.branch} that laneboard cannot prove it created")
     return found
-
-
-def _pristine(task: Task, start: str) -> bool:
-    """The worktree is exactly a finished checkout of `start` (nothing missing, nothing added)."""
-    try:
-        facts = status(Path(task.worktree_path), ignored=True)
-    except LaneboardError:
-        return False
-    return facts.head == start and facts.clean and not facts.ignored

@@ -18,7 +18,7 @@ from core.git import run_git, status, worktree_list
 from core.leases import LeaseState, LeaseStore
 from core.ledger import Ledger
 from core.models import Task
-from core.provision import LOCK_PREFIX, unchanged_copies
+from core.provision import LOCK_PREFIX, branch_message, unchanged_copies
 from core.repo import RepoContext
 from core.runtime import Runtime
 
@@ -81,8 +81,11 @@ def gather(
     admin = admin_dir(ctx, task)
     assert admin is not None  # verification passed, so the admin name is known
     lock = _read_lock(admin)
+    unique, kept = commits_at_stake(ctx, task, worktree, facts.head)
     return WorktreeFacts(
         head=facts.head,
+        unborn=facts.head is None,
+        kept_tips=kept,
         leases=leases,
         agent=agent,
         processes=tuple(procs.inside(str(worktree))),
@@ -90,29 +93,99 @@ def gather(
         unstaged=tuple(p for p in facts.unstaged if p not in facts.submodules),
         conflicted=tuple(facts.conflicted),
         untracked=tuple(facts.untracked),
-        repositories=tuple(
-            p
-            for p in facts.untracked + facts.ignored
-            if p.endswith("/") and os.path.lexists(worktree / p / ".git")
-        ),
+        repositories=tuple(_repositories(worktree, facts.untracked + facts.ignored)),
         untracked_ours=unchanged_copies(ledger, task),
         ignored=tuple(facts.ignored),
         hidden=tuple(_hidden(worktree)),
         operations=tuple(operations_in(admin)),
         lock=lock,
         initializing=lock is not None and (lock == "initializing" or lock.startswith(LOCK_PREFIX)),
-        submodules=tuple(_initialized_submodules(worktree)),
+        submodules=tuple(_initialized_submodules(worktree) + _module_repositories(admin)),
         nested=tuple(
             e.path
             for e in worktree_list(ctx.root)
             if Path(os.path.realpath(worktree)) in Path(os.path.realpath(e.path)).parents
         ),
-        unique_commits=tuple(
-            ctx.git.unique_commits(
-                [facts.head, ctx.git.branch_tip(task.branch)], exclude=task.branch
-            )
-        ),
+        unique_commits=tuple(f"{sha[:10]} {subject}" for sha, subject in unique),
     )
+
+
+def commits_at_stake(
+    ctx: RepoContext, task: Task, worktree: Path | None, head: str | None
+) -> tuple[list[tuple[str, str]], tuple[str, ...]]:
+    """(commits only HEAD or the branch hold, tips of commits only a reflog or per-worktree ref
+    holds). The first block removal (the operator must see them, `--force` snapshots them); the
+    second are saved in every snapshot without blocking: they are what `commit --amend` or a
+    rebase left behind, which git would keep for its reflog's lifetime."""
+    tip = ctx.git.branch_tip(task.branch)
+    unique = ctx.git.unique_commits([head, tip], exclude=task.branch)
+    logged = reflog_tips(ctx, task, worktree)
+    if not logged:
+        return unique, ()
+    held = {sha for sha, _ in unique}
+    everything = {
+        sha for sha, _ in ctx.git.unique_commits([head, tip, *logged], exclude=task.branch)
+    }
+    kept = tuple(t for t in logged if t in everything and t not in held and t not in (head, tip))
+    return unique, kept
+
+
+def reflog_tips(ctx: RepoContext, task: Task, worktree: Path | None) -> list[str]:
+    """Commits named by what removal deletes besides the branch: the worktree's HEAD reflog and
+    per-worktree refs (`refs/worktree/…`, `refs/bisect/…`, `refs/rewritten/…`), and the
+    branch's own reflog. A commit reset away is still in a reflog; it must not become
+    unreachable because its reflog went with the worktree."""
+    tips: list[str] = []
+    if worktree is not None:
+        for args in (
+            ["reflog", "show", "--format=%H", "HEAD"],
+            [
+                "for-each-ref",
+                "--format=%(objectname)",
+                "refs/worktree/",
+                "refs/bisect/",
+                "refs/rewritten/",
+            ],
+        ):
+            result = run_git(args, cwd=worktree, check=False)
+            tips += result.stdout.decode().split()
+    result = run_git(
+        ["reflog", "show", "--format=%H", f"refs/heads/{task.branch}"], cwd=ctx.root, check=False
+    )
+    tips += result.stdout.decode().split()
+    return list(dict.fromkeys(t for t in tips if ctx.git.has_commit(t)))
+
+
+def _repositories(worktree: Path, entries: list[str]) -> list[str]:
+    """Untracked or ignored directories that are, or hold, a repository of their own (a `.git`
+    at any depth, found by lstat alone, never following a symlink): removing the worktree
+    would delete its history."""
+    found: list[str] = []
+    for entry in entries:
+        if not entry.endswith("/"):
+            continue
+        stack = [worktree / entry]
+        while stack:
+            directory = stack.pop()
+            try:
+                children = list(os.scandir(directory))
+            except OSError:
+                continue
+            if any(child.name == ".git" for child in children):
+                found.append(str(directory.relative_to(worktree)) + "/")
+                continue
+            stack += [Path(c.path) for c in children if c.is_dir(follow_symlinks=False)]
+    return found
+
+
+def _module_repositories(admin: Path) -> list[str]:
+    """Submodule repositories git keeps in the worktree's own git dir (`modules/`): they hold
+    the submodule's commits even after `git submodule deinit`, and removal deletes them."""
+    modules = admin / "modules"
+    try:
+        return [f"{entry.name} (in {modules})" for entry in os.scandir(modules) if entry.is_dir()]
+    except OSError:
+        return []
 
 
 def _read_lock(admin: Path) -> str | None:
@@ -168,7 +241,10 @@ def branch_facts(ctx: RepoContext, task: Task, recorded_tip: str | None) -> Bran
     reachable = tip is None or not ctx.git.unique_commits([tip], exclude=task.branch)
     return BranchFacts(
         name=task.branch,
-        created_by_us=task.branch_created_by_us,
+        # The ledger's fact, and the branch's oldest reflog entry naming this task: a branch the
+        # user deleted and created again under the same name is not laneboard's.
+        created_by_us=task.branch_created_by_us
+        and ctx.git.created_by(task.branch, branch_message(task.id)),
         tip=tip,
         recorded_tip=recorded_tip,
         in_use=tuple(in_use),

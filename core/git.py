@@ -206,10 +206,12 @@ class GitRepo:
         """True when `sha` is one of `tips` or an ancestor of one."""
         return any(self.is_ancestor(sha, tip) for tip in set(tips))
 
-    def unique_commits(self, tips: Iterable[str | None], *, exclude: str | None) -> list[str]:
+    def unique_commits(
+        self, tips: Iterable[str | None], *, exclude: str | None
+    ) -> list[tuple[str, str]]:
         """Commits reachable from `tips` but from no other ref (every branch but `exclude`,
-        remote-tracking refs, tags, laneboard anchors and snapshots), as `short-sha subject`.
-        Empty means removing `exclude` and the worktree loses no commit."""
+        remote-tracking refs, tags, laneboard anchors and snapshots), as (sha, subject), newest
+        first. Empty means removing `exclude` and the worktree loses no commit."""
         self.refresh()
         starts = [tip for tip in tips if tip]
         if not starts:
@@ -226,7 +228,7 @@ class GitRepo:
                     walker.hide(obj.peel(pygit2.Commit).id)
             except (ValueError, pygit2.GitError):
                 continue
-        return [f"{str(c.id)[:10]} {_subject(c)}" for c in walker]
+        return [(str(c.id), _subject(c)) for c in walker]
 
     def created_by(self, branch: str, message: str) -> bool:
         """True when the oldest reflog entry of `branch` carries `message` (laneboard writes one

@@ -269,6 +269,13 @@ def finish(
         planned = intent(ledger, task)
         if "snapshot_ref" in planned and "snapshot.applied" not in done:
             saved = snapshot.read(ctx.root, planned["snapshot_ref"], planned["snapshot_sha"])
+            start = planned.get("start_sha", task.branch_tip_at_creation or "")
+            if not setup_is_ours and not pristine(task, start):
+                # Applying writes over every file: after a crash, someone may have worked here.
+                raise LaneboardError(
+                    f"{task.worktree_path} changed after the interruption; the snapshot "
+                    f"{saved.ref} was not applied over it"
+                )
             snapshot.apply(Path(task.worktree_path), saved)
             ledger.append_event(task.id, ctx.repo.id, "snapshot.applied", actor, {"ref": saved.ref})
         faults.checkpoint("restore.after_apply")
@@ -394,6 +401,16 @@ def copied_files(ledger: Ledger, task: Task) -> dict[str, str]:
         if event.kind == "files.copied":
             found.update(event.data.get("sha256", {}))
     return found
+
+
+def pristine(task: Task, start: str) -> bool:
+    """The worktree is exactly a finished checkout of `start`: nothing missing, nothing added,
+    nothing ignored."""
+    try:
+        facts = status(Path(task.worktree_path), ignored=True)
+    except LaneboardError:
+        return False
+    return facts.head == start and facts.clean and not facts.ignored
 
 
 def unchanged_copies(ledger: Ledger, task: Task) -> frozenset[str]:

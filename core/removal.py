@@ -16,9 +16,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core import faults, procs, snapshot
-from core.cleanup import Blocker, BlockerKind, Decision, branch_blockers, worktree_blockers
+from core.cleanup import (
+    Blocker,
+    BlockerKind,
+    Decision,
+    WorktreeFacts,
+    branch_blockers,
+    worktree_blockers,
+)
 from core.errors import LaneboardError
-from core.facts import admin_dir, branch_facts, gather, worktree_exists
+from core.facts import admin_dir, branch_facts, commits_at_stake, gather, worktree_exists
 from core.git import delete_ref_if, worktree_remove
 from core.leases import Lease, LeaseKind, LeaseState, LeaseStore
 from core.ledger import Ledger
@@ -80,6 +87,8 @@ def discard(
 ) -> Task:
     """Snapshot, then remove the task's worktree and branch; or refuse, changing nothing."""
     if task.state is TaskState.DISCARDING:
+        if task.owner_pid is not None and procs.alive(task.owner_pid, task.owner_start):
+            raise LaneboardError(f"{task.name} is being discarded by process {task.owner_pid}")
         raise LaneboardError(
             f"discarding {task.name} was interrupted; `laneboard doctor --fix` finishes it"
         )
@@ -102,6 +111,9 @@ def discard(
         decision = worktree_blockers(facts, ctx.settings.cleanup.rebuildable)
         if decision.hard or (decision.blockers and not force):
             raise _refusal(task, decision, force)
+        # The snapshot comes first: if it cannot be made, the task is left exactly as it was.
+        saved = _take(ctx, ledger, task, facts, actor)
+        faults.checkpoint("discard.after_snapshot")
         pid, start = procs.me()
         task = ledger.update_task(
             task.id,
@@ -117,6 +129,7 @@ def discard(
                 "admin_name": task.admin_name,
                 "force": force,
                 "lifted": [str(b) for b in decision.blockers],
+                "snapshot": saved.ref,
             },
             owner_pid=pid,
             owner_start=start,
@@ -134,32 +147,38 @@ def complete(
     store: LeaseStore,
     actor: Actor,
 ) -> Task:
-    """Carry a task in `discarding` through snapshot, worktree removal and branch deletion to
-    `discarded`. Idempotent: each step checks what the journal and the disk already show, so
-    `doctor --fix` can call it after a crash at any point. Must run under the root-lane lease."""
+    """Carry a task in `discarding` through worktree removal and branch deletion to
+    `discarded`. Idempotent: each step checks what the journal and the disk show now, so
+    `doctor --fix` can call it after a crash at any point. Must run under the root-lane lease.
+
+    Whatever appeared since the intent is judged by the intent's own terms: without `--force`
+    any blocker stops it (the task goes back to `retained`, nothing removed); with `--force` the
+    soft ones are saved in a fresh snapshot when the last one no longer matches the worktree.
+    """
     intent = ledger.last_event(task.id, "discard.intent")
     if intent is None:
         raise LaneboardError(f"task {task.name} has no discard intent in the journal")
+    forced = bool(intent.data.get("force"))
     worktree = Path(task.worktree_path)
+    saved = _latest_snapshot(ledger, task)
     if worktree_exists(ctx, task):
         facts = gather(ctx, ledger, task, runtime, store)
         decision = worktree_blockers(facts, ctx.settings.cleanup.rebuildable)
-        if decision.hard:
+        if decision.hard or (decision.blockers and not forced):
+            stopped = decision.hard if forced else decision.blockers
             task = ledger.update_task(
                 task.id,
                 actor=actor,
                 kind="discard.stopped",
                 state=TaskState.RETAINED,
-                data={"blockers": [str(b) for b in decision.hard]},
+                data={"blockers": [str(b) for b in stopped]},
                 settled=True,
             )
-            raise _refusal(task, decision, True)
-        saved = _snapshot_since(ledger, task, intent.seq)
+            raise _refusal(task, decision, forced)
         gitdir = admin_dir(ctx, task)
         assert gitdir is not None
         if saved is None or not snapshot.matches(worktree, gitdir, saved, facts.head):
-            saved = _take(ctx, ledger, task, facts.head, actor)
-        faults.checkpoint("discard.after_snapshot")
+            saved = _take(ctx, ledger, task, facts, actor)
         ledger.append_event(
             task.id,
             ctx.repo.id,
@@ -179,10 +198,7 @@ def complete(
         ledger.append_event(
             task.id, ctx.repo.id, "worktree.removed", actor, {"path": task.worktree_path}
         )
-    elif (
-        ctx.git.branch_tip(task.branch) is not None
-        and _snapshot_since(ledger, task, intent.seq) is None
-    ):
+    elif ctx.git.branch_tip(task.branch) is not None and saved is None:
         # The worktree is gone already; keep the branch's commits in a snapshot all the same.
         _take(ctx, ledger, task, None, actor)
     faults.checkpoint("discard.after_worktree_remove")
@@ -197,12 +213,12 @@ def complete(
     )
 
 
-def _snapshot_since(ledger: Ledger, task: Task, seq: int) -> snapshot.Snapshot | None:
-    """The snapshot taken after the discard intent (journal seq `seq`), if any."""
-    events = [e for e in ledger.events(task.id, since=seq) if e.kind == "snapshot.created"]
-    if not events:
+def _latest_snapshot(ledger: Ledger, task: Task) -> snapshot.Snapshot | None:
+    """The task's most recent snapshot, as its journal entry describes it."""
+    event = ledger.last_event(task.id, "snapshot.created")
+    if event is None:
         return None
-    data = events[-1].data
+    data = event.data
     return snapshot.Snapshot(
         ref=data["ref"],
         sha=data["sha"],
@@ -211,24 +227,46 @@ def _snapshot_since(ledger: Ledger, task: Task, seq: int) -> snapshot.Snapshot |
         tip=data.get("tip"),
         tree=data["tree"],
         index_tree=data["index_tree"],
+        extras=tuple(data.get("extras", ())),
     )
 
 
 def _take(
-    ctx: RepoContext, ledger: Ledger, task: Task, head: str | None, actor: Actor
+    ctx: RepoContext,
+    ledger: Ledger,
+    task: Task,
+    facts: WorktreeFacts | None,
+    actor: Actor,
 ) -> snapshot.Snapshot:
-    n = snapshot.next_number([n for n, _, _ in ledger.snapshots(task.id)])
+    """Save the worktree (or, when `facts` is None because it is gone, the branch) as the
+    task's next snapshot, and record it."""
+    prefix = f"refs/laneboard/snapshots/{task.id}/"
+    existing = [n for n, _, _ in ledger.snapshots(task.id)]
+    existing += [
+        int(r.rsplit("/", 1)[1])
+        for r in ctx.git.refs()
+        if r.startswith(prefix) and r.rsplit("/", 1)[1].isdigit()
+    ]
+    n = snapshot.next_number(existing)
     ref = snapshot.snapshot_ref(task.id, n)
     tip = ctx.git.branch_tip(task.branch)
     message = f"laneboard snapshot {n} of task {task.name} ({task.id})"
     gitdir = admin_dir(ctx, task)
-    if head is not None and gitdir is not None:
+    if facts is not None and facts.head is not None and gitdir is not None:
         saved = snapshot.take(
-            Path(task.worktree_path), gitdir, ref=ref, head=head, tip=tip, message=message
+            Path(task.worktree_path),
+            gitdir,
+            ref=ref,
+            head=facts.head,
+            tip=tip,
+            extras=facts.kept_tips,
+            message=message,
         )
     else:
-        assert tip is not None
-        saved = snapshot.of_commit(ctx.root, ref=ref, commit=tip, message=message)
+        if tip is None:
+            raise LaneboardError(f"task {task.name} has neither a worktree nor a branch to save")
+        _, kept = commits_at_stake(ctx, task, None, None)
+        saved = snapshot.of_commit(ctx.root, ref=ref, commit=tip, extras=kept, message=message)
     ledger.add_snapshot(
         task.id,
         ctx.repo.id,
@@ -242,6 +280,7 @@ def _take(
             "tip": saved.tip,
             "tree": saved.tree,
             "index_tree": saved.index_tree,
+            "extras": list(saved.extras),
         },
     )
     return saved

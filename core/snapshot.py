@@ -2,25 +2,29 @@
 back by `laneboard restore`.
 
 A snapshot is a commit under `refs/laneboard/snapshots/<task-id>/<n>` whose tree is the worktree
-as it is (tracked files as on disk, plus untracked files that are not ignored) and whose parents
-are HEAD, a commit of the index as staged, and the branch tip when it differs from HEAD (a
-detached HEAD). So the snapshot keeps every commit of the task reachable, and restoring it gives
-back staged, unstaged and untracked files exactly. It is made with temporary index files: the
-user's index, stash and refs are never touched (only the new snapshot ref is written, with a
-compare-and-swap that refuses to overwrite).
+byte for byte as it is on disk (tracked files and untracked files that are not ignored, hashed
+without any filter: no CRLF conversion, no clean filter), and whose parents are HEAD, a commit of
+the index as staged, the branch tip, and any other commit only the worktree's reflogs or
+per-worktree refs still reach. So the snapshot keeps every commit of the task reachable, and
+restoring it gives back HEAD, staged, unstaged and untracked files exactly. It is made with
+temporary index files: the user's index, stash and refs are never touched (only the new snapshot
+ref is written, with a compare-and-swap that refuses to overwrite). Empty directories are not
+content to git and are not kept.
 """
 
 from __future__ import annotations
 
-import shutil
+import os
+import stat
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.errors import LaneboardError
-from core.git import run_git
+from core.git import git_env, run_git
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "laneboard",
@@ -29,6 +33,8 @@ IDENTITY = {
     "GIT_COMMITTER_EMAIL": "laneboard@localhost",
 }
 """Snapshot commits are laneboard's own; they do not depend on the user having an identity."""
+
+GITLINK = "160000"
 
 
 def snapshot_ref(task_id: str, n: int) -> str:
@@ -46,35 +52,108 @@ class Snapshot:
     tip: str | None
     tree: str
     index_tree: str
+    extras: tuple[str, ...] = field(default=())
+    """Commits kept only because a reflog or per-worktree ref of the worktree reached them."""
 
 
 def _git(
-    worktree: Path, *args: str, index: Path | None = None, extra: dict[str, str] | None = None
+    cwd: Path,
+    *args: str,
+    index: Path | None = None,
+    extra: dict[str, str] | None = None,
+    input: bytes | None = None,
 ) -> str:
     env = dict(extra or {})
     if index is not None:
         env["GIT_INDEX_FILE"] = str(index)
-    return run_git(list(args), cwd=worktree, read=False, env=env).stdout.decode().strip()
+    result = run_git(list(args), cwd=cwd, read=False, env=env, input=input)
+    return result.stdout.decode(errors="surrogateescape").strip()
 
 
 @contextmanager
-def _index_copy(gitdir: Path) -> Iterator[Path]:
-    """A private copy of a worktree's index (an empty one if it has none)."""
+def _temporary_index(copy_from: Path | None = None) -> Iterator[Path]:
+    """A private index file, a copy of `copy_from` (a worktree's index) or empty."""
     with tempfile.TemporaryDirectory(prefix="laneboard-index-") as tmp:
-        copy = Path(tmp) / "index"
-        if (gitdir / "index").exists():
-            shutil.copy2(gitdir / "index", copy)
-        yield copy
+        index = Path(tmp) / "index"
+        if copy_from is not None and copy_from.exists():
+            index.write_bytes(copy_from.read_bytes())
+        yield index
+
+
+def _z(raw: str) -> list[str]:
+    return [item for item in raw.split("\0") if item]
+
+
+def _raw_tree(worktree: Path, index: Path) -> str:
+    """The tree of the files on disk, hashed as raw bytes: every path the index tracks plus the
+    untracked ones that are not ignored. Deleted paths are left out; gitlinks are kept as
+    staged."""
+    staged = {}
+    for line in _z(_git(worktree, "ls-files", "-s", "-z", index=index)):
+        meta, _, path = line.partition("\t")
+        mode, sha, _stage = meta.split(" ")
+        staged[path] = (mode, sha)
+    untracked = _z(_git(worktree, "ls-files", "-z", "--others", "--exclude-standard", index=index))
+    entries: list[str] = []
+    files: list[tuple[str, str]] = []
+    for path in sorted(set(staged) | set(untracked)):
+        if staged.get(path, ("", ""))[0] == GITLINK:
+            entries.append(f"{GITLINK} {staged[path][1]}\t{path}")
+            continue
+        try:
+            info = os.lstat(worktree / path)
+        except FileNotFoundError:
+            continue  # deleted on disk
+        if stat.S_ISLNK(info.st_mode):
+            target = os.fsencode(os.readlink(worktree / path))
+            sha = _git(worktree, "hash-object", "-w", "--no-filters", "--stdin", input=target)
+            entries.append(f"120000 {sha}\t{path}")
+        elif stat.S_ISREG(info.st_mode):
+            files.append((path, "100755" if info.st_mode & 0o111 else "100644"))
+    if files:
+        listing = "\n".join(path for path, _ in files).encode("utf-8", "surrogateescape")
+        shas = _git(
+            worktree, "hash-object", "-w", "--no-filters", "--stdin-paths", input=listing + b"\n"
+        ).split()
+        entries += [f"{mode} {sha}\t{path}" for (path, mode), sha in zip(files, shas, strict=True)]
+    with _temporary_index() as fresh:
+        listed = "".join(f"{entry}\0" for entry in entries).encode("utf-8", "surrogateescape")
+        _git(worktree, "update-index", "-z", "--index-info", index=fresh, input=listed)
+        return _git(worktree, "write-tree", index=fresh)
 
 
 def trees_now(worktree: Path, gitdir: Path) -> tuple[str, str]:
-    """(index tree, worktree tree) of the worktree as it is: the staged state, and the files on
-    disk including untracked ones that are not ignored."""
-    with _index_copy(gitdir) as index:
+    """(index tree, worktree tree) as they are: the staged state, and the files on disk."""
+    with _temporary_index(gitdir / "index") as index:
         index_tree = _git(worktree, "write-tree", index=index)
-        _git(worktree, "add", "-A", "--", ".", index=index)
-        work_tree = _git(worktree, "write-tree", index=index)
-    return index_tree, work_tree
+        return index_tree, _raw_tree(worktree, index)
+
+
+def _commit(cwd: Path, tree: str, parents: list[str], message: str) -> str:
+    args = ["commit-tree", tree]
+    for parent in dict.fromkeys(parents):  # keep order, drop repeats
+        args += ["-p", parent]
+    return _git(cwd, *args, "-m", message, extra=IDENTITY)
+
+
+def _save(
+    cwd: Path,
+    ref: str,
+    trees: tuple[str, str],
+    head: str,
+    tip: str | None,
+    extras: tuple[str, ...],
+    message: str,
+) -> Snapshot:
+    index_tree, work_tree = trees
+    index_commit = _commit(cwd, index_tree, [head], "index")
+    parents = [head, index_commit, tip or head, *extras]
+    args = ["commit-tree", work_tree]
+    for parent in parents:  # positions matter: `read` finds each part by its place
+        args += ["-p", parent]
+    sha = _git(cwd, *args, "-m", message, extra=IDENTITY)
+    _git(cwd, "update-ref", ref, sha, "0" * 40)
+    return Snapshot(ref, sha, head, index_commit, tip, work_tree, index_tree, extras)
 
 
 def take(
@@ -84,30 +163,19 @@ def take(
     ref: str,
     head: str,
     tip: str | None,
+    extras: tuple[str, ...] = (),
     message: str,
 ) -> Snapshot:
     """Save the worktree under `ref` (which must not exist yet)."""
-    index_tree, work_tree = trees_now(worktree, gitdir)
-    index_commit = _git(
-        worktree, "commit-tree", index_tree, "-p", head, "-m", "index", extra=IDENTITY
-    )
-    parents = ["-p", head, "-p", index_commit]
-    if tip and tip != head:
-        parents += ["-p", tip]
-    sha = _git(worktree, "commit-tree", work_tree, *parents, "-m", message, extra=IDENTITY)
-    _git(worktree, "update-ref", ref, sha, "0" * 40)
-    return Snapshot(ref, sha, head, index_commit, tip, work_tree, index_tree)
+    return _save(worktree, ref, trees_now(worktree, gitdir), head, tip, extras, message)
 
 
-def of_commit(root: Path, *, ref: str, commit: str, message: str) -> Snapshot:
-    """A snapshot of a commit alone (the worktree is gone): its tree, nothing staged apart."""
+def of_commit(
+    root: Path, *, ref: str, commit: str, extras: tuple[str, ...] = (), message: str
+) -> Snapshot:
+    """A snapshot of a branch alone (its worktree is gone): its tree, nothing staged apart."""
     tree = _git(root, "rev-parse", f"{commit}^{{tree}}")
-    index_commit = _git(root, "commit-tree", tree, "-p", commit, "-m", "index", extra=IDENTITY)
-    sha = _git(
-        root, "commit-tree", tree, "-p", commit, "-p", index_commit, "-m", message, extra=IDENTITY
-    )
-    _git(root, "update-ref", ref, sha, "0" * 40)
-    return Snapshot(ref, sha, commit, index_commit, commit, tree, tree)
+    return _save(root, ref, (tree, tree), commit, commit, extras, message)
 
 
 def matches(worktree: Path, gitdir: Path, snapshot: Snapshot, head: str | None) -> bool:
@@ -125,33 +193,83 @@ def read(root: Path, ref: str, sha: str) -> Snapshot:
     if current != sha:
         raise LaneboardError(f"snapshot {ref} is {current or 'missing'}, expected {sha}")
     parents = _git(root, "rev-list", "--parents", "-n", "1", sha).split()[1:]
-    if len(parents) not in (2, 3):
+    if len(parents) < 2:
         raise LaneboardError(f"{ref} is not a laneboard snapshot ({len(parents)} parents)")
+    head, index_commit = parents[0], parents[1]
+    tip = parents[2] if len(parents) > 2 else head
     tree = _git(root, "rev-parse", f"{sha}^{{tree}}")
-    index_tree = _git(root, "rev-parse", f"{parents[1]}^{{tree}}")
-    tip = parents[2] if len(parents) == 3 else parents[0]
-    return Snapshot(ref, sha, parents[0], parents[1], tip, tree, index_tree)
+    index_tree = _git(root, "rev-parse", f"{index_commit}^{{tree}}")
+    return Snapshot(ref, sha, head, index_commit, tip, tree, index_tree, tuple(parents[3:]))
 
 
-def _paths(worktree: Path, tree: str) -> set[str]:
-    out = run_git(["ls-tree", "-r", "-z", "--name-only", tree], cwd=worktree).stdout
-    return {p for p in out.decode(errors="surrogateescape").split("\0") if p}
+def _entries(cwd: Path, tree: str) -> dict[str, tuple[str, str]]:
+    """path -> (mode, sha) of every blob and gitlink in `tree`."""
+    found = {}
+    for line in _z(_git(cwd, "ls-tree", "-r", "-z", "--full-tree", tree)):
+        meta, _, path = line.partition("\t")
+        mode, _kind, sha = meta.split(" ")
+        found[path] = (mode, sha)
+    return found
+
+
+def _blobs(cwd: Path, shas: list[str]) -> dict[str, bytes]:
+    """Raw contents of blobs, read in one `git cat-file --batch`."""
+    if not shas:
+        return {}
+    request = "".join(f"{sha}\n" for sha in shas).encode()
+    out = subprocess.run(
+        ["git", "cat-file", "--batch"],
+        cwd=cwd,
+        env=git_env(read=True),
+        input=request,
+        capture_output=True,
+        check=True,
+    ).stdout
+    contents: dict[str, bytes] = {}
+    position = 0
+    for sha in shas:
+        header_end = out.index(b"\n", position)
+        size = int(out[position:header_end].split()[2])
+        start = header_end + 1
+        contents[sha] = out[start : start + size]
+        position = start + size + 1
+    return contents
+
+
+def _clear(path: Path) -> None:
+    """Make room for a file at `path`: remove a file or link there, and any file or link that
+    stands where one of its parent directories must be."""
+    for parent in reversed(path.parents):
+        if parent.is_symlink() or (parent.exists() and not parent.is_dir()):
+            parent.unlink()
+    if path.is_symlink() or path.is_file():
+        path.unlink()
 
 
 def apply(worktree: Path, snapshot: Snapshot) -> None:
     """Make a fresh worktree (checked out at the snapshot's branch tip) hold the snapshot:
-    HEAD at the snapshot's HEAD, the index as staged, the files as they were on disk, untracked
-    files untracked. Idempotent, so an interrupted restore can simply run it again."""
+    HEAD at the snapshot's HEAD, the index as staged, the files byte for byte as they were on
+    disk, untracked files untracked. Idempotent, so an interrupted restore can run it again."""
     if snapshot.tip and snapshot.tip != snapshot.head:
         _git(worktree, "checkout", "-q", "--detach", snapshot.head)
-    with tempfile.TemporaryDirectory(prefix="laneboard-index-") as tmp:
-        index = Path(tmp) / "index"
-        _git(worktree, "read-tree", snapshot.tree, index=index)
-        _git(worktree, "checkout-index", "-a", "-f", index=index)
-    gone = (_paths(worktree, snapshot.head) | _paths(worktree, snapshot.index_tree)) - _paths(
-        worktree, snapshot.tree
-    )
-    for relative in sorted(gone):
+    wanted = _entries(worktree, snapshot.tree)
+    contents = _blobs(worktree, sorted({sha for mode, sha in wanted.values() if mode != GITLINK}))
+    for relative, (mode, sha) in sorted(wanted.items()):
+        if mode == GITLINK:
+            continue
+        target = worktree / relative
+        _clear(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if mode == "120000":
+            os.symlink(os.fsdecode(contents[sha]), target)
+            continue
+        descriptor = os.open(
+            target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o777 if mode == "100755" else 0o666
+        )
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(contents[sha])
+    gone = set(_entries(worktree, snapshot.head)) | set(_entries(worktree, snapshot.index_tree))
+    for relative in sorted(gone - set(wanted)):
         target = worktree / relative
         if target.is_symlink() or target.is_file():
             target.unlink()

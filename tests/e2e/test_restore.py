@@ -177,6 +177,15 @@ def test_crash_in_discard_then_doctor_fix_loses_nothing(repo: Path, cli, point: 
     before = _state_of(worktree)
     crashed = cli("discard", "k", "--force", env={"LANEBOARD_FAULT": point})
     assert crashed.code == -9
+    if point == "discard.after_snapshot":
+        # Only the snapshot exists yet: the task is as it was, and discarding again works.
+        assert _show(cli, "k")["state"] == "provisioned"
+        assert json.loads(cli("doctor", "--json").out) == []
+        assert _state_of(worktree) == before
+        assert cli("discard", "k", "--force").code == 0
+        assert cli("restore", "k").code == 0
+        assert _state_of(worktree) == before
+        return
     assert _show(cli, "k")["state"] == "discarding"
     report = json.loads(cli("doctor", "--json").out)
     assert [(f["kind"], f["task"]) for f in report] == [("interrupted-discard", "k")]
