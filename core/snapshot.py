@@ -236,14 +236,39 @@ def _blobs(cwd: Path, shas: list[str]) -> dict[str, bytes]:
     return contents
 
 
-def _clear(path: Path) -> None:
+def _make_room(path: Path) -> None:
     """Make room for a file at `path`: remove a file or link there, and any file or link that
     stands where one of its parent directories must be."""
-    for parent in reversed(path.parents):
-        if parent.is_symlink() or (parent.exists() and not parent.is_dir()):
-            parent.unlink()
     if path.is_symlink() or path.is_file():
         path.unlink()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        for parent in reversed(path.parents):
+            if parent.is_symlink() or (parent.exists() and not parent.is_dir()):
+                parent.unlink()
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+
+def _already_there(worktree: Path, wanted: dict[str, tuple[str, str]]) -> set[str]:
+    """Paths whose file on disk already holds the wanted bytes and mode (the checkout wrote
+    most of them): hashed raw in one `git hash-object`, so restore rewrites only what differs."""
+    candidates = []
+    for relative, (mode, _sha) in wanted.items():
+        if mode not in ("100644", "100755"):
+            continue
+        try:
+            info = os.lstat(worktree / relative)
+        except OSError:
+            continue
+        executable = bool(info.st_mode & 0o111)
+        if stat.S_ISREG(info.st_mode) and executable == (mode == "100755"):
+            candidates.append(relative)
+    if not candidates:
+        return set()
+    listing = "\n".join(candidates).encode("utf-8", "surrogateescape") + b"\n"
+    shas = _git(worktree, "hash-object", "--no-filters", "--stdin-paths", input=listing).split()
+    return {path for path, sha in zip(candidates, shas, strict=True) if wanted[path][1] == sha}
 
 
 def apply(worktree: Path, snapshot: Snapshot) -> None:
@@ -252,14 +277,13 @@ def apply(worktree: Path, snapshot: Snapshot) -> None:
     disk, untracked files untracked. Idempotent, so an interrupted restore can run it again."""
     if snapshot.tip and snapshot.tip != snapshot.head:
         _git(worktree, "checkout", "-q", "--detach", snapshot.head)
-    wanted = _entries(worktree, snapshot.tree)
-    contents = _blobs(worktree, sorted({sha for mode, sha in wanted.values() if mode != GITLINK}))
-    for relative, (mode, sha) in sorted(wanted.items()):
-        if mode == GITLINK:
-            continue
+    wanted = {p: e for p, e in _entries(worktree, snapshot.tree).items() if e[0] != GITLINK}
+    keep = _already_there(worktree, wanted)
+    write = {p: e for p, e in wanted.items() if p not in keep}
+    contents = _blobs(worktree, sorted({sha for _mode, sha in write.values()}))
+    for relative, (mode, sha) in sorted(write.items()):
         target = worktree / relative
-        _clear(target)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        _make_room(target)
         if mode == "120000":
             os.symlink(os.fsdecode(contents[sha]), target)
             continue
