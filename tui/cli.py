@@ -21,6 +21,7 @@ from core.errors import LaneboardError, UsageError
 
 if TYPE_CHECKING:
     from core.leases import Lease
+    from core.models import Task
     from core.repo import RepoContext
     from core.service import Board
 
@@ -73,16 +74,22 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_new(args: argparse.Namespace) -> int:
-    from tui import output
 
     if not args.no_start:
         raise UsageError("starting an agent is not available yet; pass --no-start")
     board = _board()
     task, ctx = board.new(_start(args), args.name, base=args.base, on_wait=_print_wait)
+    return _report(args, task, ctx, f"{task.state.value} at {task.worktree_path} on {task.branch}")
+
+
+def _report(args: argparse.Namespace, task: Task, ctx: RepoContext, line: str) -> int:
+    """The outcome of a command that changed one task: its JSON document, or one line."""
+    from tui import output
+
     if args.json:
         output.emit_json(output.task_json(task, ctx.repo))
     else:
-        print(f"{task.name}: {task.state.value} at {task.worktree_path} on {task.branch}")
+        print(f"{task.name}: {line}")
     return 0
 
 
@@ -194,16 +201,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_retain(args: argparse.Namespace) -> int:
-    from tui import output
 
     board = _board()
     ctx = _repo(board, args)
     task = board.retain(ctx, args.name)
-    if args.json:
-        output.emit_json(output.task_json(task, ctx.repo))
-    else:
-        print(f"{task.name}: retained; worktree {task.worktree_path} and branch {task.branch} kept")
-    return 0
+    return _report(args, task, ctx, f"retained; {task.worktree_path} and {task.branch} kept")
 
 
 def cmd_discard(args: argparse.Namespace) -> int:
@@ -224,16 +226,11 @@ def cmd_discard(args: argparse.Namespace) -> int:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    from tui import output
 
     board = _board()
     ctx = _repo(board, args)
     task = board.restore(ctx, args.name, on_wait=_print_wait)
-    if args.json:
-        output.emit_json(output.task_json(task, ctx.repo))
-    else:
-        print(f"{task.name}: restored at {task.worktree_path} on {task.branch}")
-    return 0
+    return _report(args, task, ctx, f"restored at {task.worktree_path} on {task.branch}")
 
 
 def _print_wait(lease: Lease) -> None:
