@@ -201,7 +201,6 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_retain(args: argparse.Namespace) -> int:
-
     board = _board()
     ctx = _repo(board, args)
     task = board.retain(ctx, args.name)
@@ -226,7 +225,6 @@ def cmd_discard(args: argparse.Namespace) -> int:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-
     board = _board()
     ctx = _repo(board, args)
     task = board.restore(ctx, args.name, on_wait=_print_wait)
