@@ -1,4 +1,5 @@
-"""The domain's values: repos, tasks, ownership facts, lifecycle states, events and leases.
+"""The domain's values: repos, tasks, ownership facts, lifecycle states and events (leases, which
+the lean `exec` path reads, are plain dataclasses in `core.leases`).
 
 Pure: no I/O, no git. Every model is frozen; a change is a new value written to the ledger in a
 transaction, never an in-place mutation shared between callers.
