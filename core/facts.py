@@ -14,7 +14,7 @@ from pathlib import Path
 
 from core import procs
 from core.cleanup import BranchFacts, WorktreeFacts
-from core.git import run_git, status, worktree_list
+from core.git import WorktreeEntry, run_git, status, worktree_list
 from core.leases import LeaseState, LeaseStore
 from core.ledger import Ledger
 from core.models import Task
@@ -48,11 +48,14 @@ def operations_in(gitdir: Path) -> list[str]:
     return found
 
 
-def worktree_exists(ctx: RepoContext, task: Task) -> bool:
+def worktree_exists(
+    ctx: RepoContext, task: Task, entries: list[WorktreeEntry] | None = None
+) -> bool:
     """Something is at the task's path, or git still lists a worktree there."""
     path = os.path.realpath(task.worktree_path)
+    listed = worktree_list(ctx.root) if entries is None else entries
     return os.path.lexists(task.worktree_path) or any(
-        os.path.realpath(e.path) == path for e in worktree_list(ctx.root)
+        os.path.realpath(e.path) == path for e in listed
     )
 
 
@@ -60,7 +63,8 @@ def gather(
     ctx: RepoContext, ledger: Ledger, task: Task, runtime: Runtime, store: LeaseStore
 ) -> WorktreeFacts:
     """Every fact `cleanup.worktree_blockers` needs about the task's worktree, read now."""
-    if not worktree_exists(ctx, task):
+    entries = worktree_list(ctx.root)  # one listing serves both questions below
+    if not worktree_exists(ctx, task, entries):
         return WorktreeFacts(exists=False)
     worktree = Path(task.worktree_path)
     verdict = ctx.verify(task)
@@ -103,7 +107,7 @@ def gather(
         submodules=tuple(_initialized_submodules(worktree) + _module_repositories(admin)),
         nested=tuple(
             e.path
-            for e in worktree_list(ctx.root)
+            for e in entries
             if Path(os.path.realpath(worktree)) in Path(os.path.realpath(e.path)).parents
         ),
         unique_commits=tuple(f"{sha[:10]} {subject}" for sha, subject in unique),
