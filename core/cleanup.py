@@ -89,17 +89,22 @@ class Blocker:
 class WorktreeFacts:
     """Everything the policy needs about one task's worktree, read fresh from disk.
 
-    `exists` is False when git lists no worktree at the path and nothing is there: the task's
-    worktree is already gone, so only the branch remains to decide.
+    `exists` is False when nothing is at the worktree's path any more (deleted by hand, or
+    removed by an interrupted discard): then only what git still keeps for it counts, its
+    registration (`registered`, with its lock) and the commits of its HEAD and branch.
     """
 
     exists: bool = True
+    registered: bool = True
+    """git still lists a worktree at the path (a missing one shows as prunable)."""
     created_by_us: bool = True
     verification: str | None = None
     """None when verification passed, else the verdict (`symlinked: …`)."""
     leases: tuple[str, ...] = ()
     agent: tuple[str, ...] = ()
     processes: tuple[str, ...] = ()
+    processes_unseen: str | None = None
+    """Why processes inside cannot be checked (no readable `/proc`); None when they can."""
     staged: tuple[str, ...] = ()
     unstaged: tuple[str, ...] = ()
     conflicted: tuple[str, ...] = ()
@@ -198,10 +203,14 @@ def _each(kind: BlockerKind, label: str, items: Sequence[str]) -> list[Blocker]:
 
 
 def worktree_blockers(facts: WorktreeFacts, rebuildable: Sequence[str]) -> Decision:
-    """Every reason the worktree may not be removed now (empty when removal is safe)."""
-    if not facts.exists:
-        return Decision()
+    """Every reason the worktree may not be removed now (empty when removal is safe). A worktree
+    that is gone is judged on what git still holds for it: its lock and its commits."""
     found: list[Blocker] = []
+    if not facts.exists:
+        if facts.registered and facts.lock is not None:
+            # A locked worktree may be missing only for now (removable media: what locks are for).
+            found.append(Blocker(BlockerKind.LOCKED, f"locked: {facts.lock or '(no reason)'}"))
+        return Decision(tuple(found + _unique(facts)))
     if not facts.created_by_us:
         found.append(Blocker(BlockerKind.NOT_OURS, "worktree not created by laneboard"))
     if facts.verification is not None:
@@ -209,6 +218,8 @@ def worktree_blockers(facts: WorktreeFacts, rebuildable: Sequence[str]) -> Decis
     found += _each(BlockerKind.LEASE, "lease held", facts.leases)
     found += _each(BlockerKind.AGENT, "agent running", facts.agent)
     found += _each(BlockerKind.PROCESS, "process inside", facts.processes)
+    if facts.processes_unseen is not None:
+        found.append(Blocker(BlockerKind.PROCESS, f"processes unseen: {facts.processes_unseen}"))
     found += _each(BlockerKind.OPERATION, "in progress", facts.operations)
     if facts.unborn:
         found.append(Blocker(BlockerKind.UNBORN, "HEAD has no commit: its branch was deleted"))
@@ -241,12 +252,16 @@ def worktree_blockers(facts: WorktreeFacts, rebuildable: Sequence[str]) -> Decis
             if p not in facts.untracked_ours and not is_rebuildable(p, rebuildable)
         ],
     )
+    return Decision(tuple(found + _unique(facts)))
+
+
+def _unique(facts: WorktreeFacts) -> list[Blocker]:
     shown = facts.unique_commits[:UNIQUE_SHOWN]
-    found += _each(BlockerKind.UNIQUE_COMMITS, "commit only here", shown)
+    found = _each(BlockerKind.UNIQUE_COMMITS, "commit only here", shown)
     if len(facts.unique_commits) > UNIQUE_SHOWN:
         more = len(facts.unique_commits) - UNIQUE_SHOWN
         found.append(Blocker(BlockerKind.UNIQUE_COMMITS, f"commit only here: … and {more} more"))
-    return Decision(tuple(found))
+    return found
 
 
 def branch_blockers(facts: BranchFacts) -> Decision:

@@ -108,6 +108,11 @@ MIGRATIONS: Sequence[str] = (
     ALTER TABLE leases ADD COLUMN exit_code INTEGER;
     CREATE INDEX leases_by_admission ON leases(admit_order) WHERE admit_order IS NOT NULL;
     """,
+    # 3: a lease follows its command's process group (or session) after the command exits.
+    """
+    ALTER TABLE leases ADD COLUMN pgid INTEGER;
+    ALTER TABLE leases ADD COLUMN sid INTEGER;
+    """,
 )
 
 

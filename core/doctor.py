@@ -25,9 +25,9 @@ from core.provision import (
     lock_reason,
     pristine,
     record_created,
-    rollback,
 )
 from core.repo import RepoContext
+from core.rollback import rollback
 from core.runtime import Runtime
 
 
@@ -61,6 +61,11 @@ def diagnose(ctx: RepoContext, ledger: Ledger, *, fix: bool, runtime: Runtime) -
     entries = _by_path(worktree_list(ctx.root))
     tasks = ledger.tasks(ctx.repo.id)
     live_paths = {os.path.realpath(t.worktree_path) for t in tasks if t.live}
+    for task in tasks:  # a discard in progress keeps its worktree under a quarantine name
+        if task.state is TaskState.DISCARDING:
+            intent_event = ledger.last_event(task.id, "discard.intent")
+            if intent_event is not None and intent_event.data.get("quarantine"):
+                live_paths.add(os.path.realpath(intent_event.data["quarantine"]))
 
     for task in tasks:
         try:

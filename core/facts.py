@@ -2,23 +2,27 @@
 
 Owns the reads: verification, leases, /proc, `git status` (untracked files listed whatever
 `status.showUntrackedFiles` says; ignored files listed), the index flags, the admin dir
-(operations in progress, lock), submodules, nested worktrees, and reachability of HEAD and the
-branch. Never caches and never changes anything. A worktree that fails verification is not looked
-into any further: running git inside a forged directory would run its config and hooks.
+(operations in progress, lock, reflogs), submodules, nested worktrees, and reachability of HEAD
+and the branch. Never caches and never changes anything. A worktree that fails verification is
+not looked into any further: running git inside a forged directory would run its config and
+hooks. A worktree that is gone is judged by what git still keeps for it in its admin dir.
 """
 
 from __future__ import annotations
 
 import os
+import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 from core import procs
 from core.cleanup import BranchFacts, WorktreeFacts
-from core.git import WorktreeEntry, run_git, status, worktree_list
+from core.copies import unchanged_copies
+from core.git import IndexEntry, StatusFacts, WorktreeEntry, index_entries, status, worktree_list
 from core.leases import LeaseState, LeaseStore
 from core.ledger import Ledger
 from core.models import Task
-from core.provision import LOCK_PREFIX, branch_message, unchanged_copies
+from core.provision import LOCK_PREFIX, branch_message
 from core.repo import RepoContext
 from core.runtime import Runtime
 
@@ -34,9 +38,37 @@ OPERATIONS = (
 )
 """Files in a worktree's admin dir that mean an operation is in progress there."""
 
+PER_WORKTREE_REFS = ("refs/worktree", "refs/bisect", "refs/rewritten")
+"""Refs that live in a worktree's admin dir and go when it is removed."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What was seen of a task's worktree at one moment: the policy's facts, and the raw reads
+    a snapshot is built from (so it describes exactly what was judged)."""
+
+    facts: WorktreeFacts
+    path: Path
+    """Where the worktree was looked at (its own path, or the quarantine of a discard)."""
+    status: StatusFacts | None = None
+    """None when the worktree is gone or was not looked into (it failed verification)."""
+    index: tuple[IndexEntry, ...] = ()
+
+    @property
+    def tracked_files(self) -> list[str]:
+        return [e.path for e in self.index if e.stage == 0 and e.mode in ("100644", "100755")]
+
 
 def admin_dir(ctx: RepoContext, task: Task) -> Path | None:
-    return ctx.common_dir / "worktrees" / task.admin_name if task.admin_name else None
+    """The task's admin dir under `<common dir>/worktrees/`, when it is a real directory."""
+    if not task.admin_name:
+        return None
+    path = ctx.common_dir / "worktrees" / task.admin_name
+    try:
+        info = path.lstat()
+    except OSError:
+        return None
+    return path if stat.S_ISDIR(info.st_mode) else None
 
 
 def operations_in(gitdir: Path) -> list[str]:
@@ -48,74 +80,118 @@ def operations_in(gitdir: Path) -> list[str]:
     return found
 
 
-def worktree_exists(
-    ctx: RepoContext, task: Task, entries: list[WorktreeEntry] | None = None
-) -> bool:
-    """Something is at the task's path, or git still lists a worktree there."""
-    path = os.path.realpath(task.worktree_path)
-    listed = worktree_list(ctx.root) if entries is None else entries
-    return os.path.lexists(task.worktree_path) or any(
-        os.path.realpath(e.path) == path for e in listed
-    )
+def listed(entries: list[WorktreeEntry], path: Path | str) -> WorktreeEntry | None:
+    """git's record of the worktree at `path`, if it lists one there."""
+    real = os.path.realpath(path)
+    return next((e for e in entries if os.path.realpath(e.path) == real), None)
 
 
-def gather(
-    ctx: RepoContext, ledger: Ledger, task: Task, runtime: Runtime, store: LeaseStore
-) -> WorktreeFacts:
-    """Every fact `cleanup.worktree_blockers` needs about the task's worktree, read now."""
-    entries = worktree_list(ctx.root)  # one listing serves both questions below
-    if not worktree_exists(ctx, task, entries):
-        return WorktreeFacts(exists=False)
-    worktree = Path(task.worktree_path)
-    verdict = ctx.verify(task)
+def observe(
+    ctx: RepoContext,
+    ledger: Ledger,
+    task: Task,
+    runtime: Runtime,
+    store: LeaseStore,
+    *,
+    path: Path | None = None,
+    known: StatusFacts | None = None,
+) -> Observation:
+    """Every fact `cleanup.worktree_blockers` needs about the task's worktree, read now, at
+    `path` (default: the task's own). `known` is a `git status` of this worktree taken just
+    before by the caller, reused instead of running it again."""
+    where = path or Path(task.worktree_path)
+    entries = worktree_list(ctx.root)  # one listing serves every question below
     leases = tuple(
         f"#{lease.seq} `{' '.join(lease.command)}` (pid {lease.child_pid or lease.holder_pid})"
         for lease in store.active(task.repo_id)
         if lease.lane == task.id and lease.state is LeaseState.RUNNING
     )
     agent = tuple(runtime.pane_processes(task))
+    if not os.path.lexists(where):
+        return Observation(_gone(ctx, task, listed(entries, where), leases, agent), where)
+    verdict = ctx.verify(task, path=where)
     if not task.worktree_created_by_us or not verdict.ok:
-        return WorktreeFacts(
+        facts = WorktreeFacts(
             created_by_us=task.worktree_created_by_us,
             verification=None if verdict.ok else str(verdict),
             leases=leases,
             agent=agent,
         )
-    facts = status(worktree, ignored=True)
+        return Observation(facts, where)
+    seen = known or status(where, ignored=True)
+    index = index_entries(where)
     admin = admin_dir(ctx, task)
-    assert admin is not None  # verification passed, so the admin name is known
+    assert admin is not None  # verification passed, so the admin dir is there
     lock = _read_lock(admin)
-    unique, kept = commits_at_stake(ctx, task, worktree, facts.head)
-    return WorktreeFacts(
-        head=facts.head,
-        unborn=facts.head is None,
+    unique, kept = commits_at_stake(ctx, task, admin, seen.head)
+    unseen = procs.unseen()
+    facts = WorktreeFacts(
+        head=seen.head,
+        unborn=seen.head is None,
         kept_tips=kept,
         leases=leases,
         agent=agent,
-        processes=tuple(procs.inside(str(worktree))),
-        staged=tuple(facts.staged),
-        unstaged=tuple(p for p in facts.unstaged if p not in facts.submodules),
-        conflicted=tuple(facts.conflicted),
-        untracked=tuple(facts.untracked),
-        repositories=tuple(_repositories(worktree, facts.untracked + facts.ignored)),
-        untracked_ours=unchanged_copies(ledger, task),
-        ignored=tuple(facts.ignored),
-        hidden=tuple(_hidden(worktree)),
+        processes=() if unseen else tuple(procs.inside(str(where))),
+        processes_unseen=unseen,
+        staged=tuple(seen.staged),
+        unstaged=tuple(p for p in seen.unstaged if p not in seen.submodules),
+        conflicted=tuple(seen.conflicted),
+        untracked=tuple(seen.untracked),
+        repositories=tuple(_repositories(where, seen.untracked + seen.ignored)),
+        untracked_ours=unchanged_copies(ledger, task, where),
+        ignored=tuple(seen.ignored),
+        hidden=tuple(e.path for e in index if e.hidden and os.path.lexists(where / e.path)),
         operations=tuple(operations_in(admin)),
         lock=lock,
         initializing=lock is not None and (lock == "initializing" or lock.startswith(LOCK_PREFIX)),
-        submodules=tuple(_initialized_submodules(worktree) + _module_repositories(admin)),
+        submodules=tuple(_initialized_submodules(where, index) + _module_repositories(admin)),
         nested=tuple(
             e.path
             for e in entries
-            if Path(os.path.realpath(worktree)) in Path(os.path.realpath(e.path)).parents
+            if Path(os.path.realpath(where)) in Path(os.path.realpath(e.path)).parents
         ),
+        unique_commits=tuple(f"{sha[:10]} {subject}" for sha, subject in unique),
+    )
+    return Observation(facts, where, seen, tuple(index))
+
+
+def _gone(
+    ctx: RepoContext,
+    task: Task,
+    entry: WorktreeEntry | None,
+    leases: tuple[str, ...],
+    agent: tuple[str, ...],
+) -> WorktreeFacts:
+    """Facts of a worktree whose directory is gone: what its registration and admin dir (when
+    git still lists it) and its branch still hold."""
+    admin = admin_dir(ctx, task) if entry is not None else None
+    head = admin_head(ctx, admin) if admin is not None else None
+    unique, kept = commits_at_stake(ctx, task, admin, head)
+    return WorktreeFacts(
+        exists=False,
+        registered=entry is not None,
+        lock=_read_lock(admin) if admin is not None else None,
+        leases=leases,
+        agent=agent,
+        head=head,
+        kept_tips=kept,
         unique_commits=tuple(f"{sha[:10]} {subject}" for sha, subject in unique),
     )
 
 
+def admin_head(ctx: RepoContext, admin: Path) -> str | None:
+    """The commit an admin dir's HEAD names (a branch's tip, or a detached commit)."""
+    try:
+        content = (admin / "HEAD").read_text(errors="surrogateescape").strip()
+    except OSError:
+        return None
+    if content.startswith("ref: "):
+        return ctx.git.ref_target(content[5:])
+    return content if ctx.git.has_commit(content) else None
+
+
 def commits_at_stake(
-    ctx: RepoContext, task: Task, worktree: Path | None, head: str | None
+    ctx: RepoContext, task: Task, admin: Path | None, head: str | None
 ) -> tuple[list[tuple[str, str]], tuple[str, ...]]:
     """(commits only HEAD or the branch hold, tips of commits only a reflog or per-worktree ref
     holds). The first block removal (the operator must see them, `--force` snapshots them); the
@@ -123,7 +199,7 @@ def commits_at_stake(
     rebase left behind, which git would keep for its reflog's lifetime."""
     tip = ctx.git.branch_tip(task.branch)
     unique = ctx.git.unique_commits([head, tip], exclude=task.branch)
-    logged = reflog_tips(ctx, task, worktree)
+    logged = reflog_tips(ctx, task, admin)
     if not logged:
         return unique, ()
     held = {sha for sha, _ in unique}
@@ -134,30 +210,40 @@ def commits_at_stake(
     return unique, kept
 
 
-def reflog_tips(ctx: RepoContext, task: Task, worktree: Path | None) -> list[str]:
+def reflog_tips(ctx: RepoContext, task: Task, admin: Path | None) -> list[str]:
     """Commits named by what removal deletes besides the branch: the worktree's HEAD reflog and
-    per-worktree refs (`refs/worktree/…`, `refs/bisect/…`, `refs/rewritten/…`), and the
-    branch's own reflog. A commit reset away is still in a reflog; it must not become
-    unreachable because its reflog went with the worktree."""
+    per-worktree refs (`refs/worktree/…`, `refs/bisect/…`, `refs/rewritten/…`, with their
+    reflogs), read from its admin dir, and the branch's own reflog. A commit reset away is still
+    in a reflog; it must not become unreachable because its reflog went with the worktree."""
+    files: list[Path] = [ctx.common_dir / "logs" / "refs" / "heads" / task.branch]
+    if admin is not None:
+        files.append(admin / "logs" / "HEAD")
+        for area in PER_WORKTREE_REFS:
+            files += _files_below(admin / area) + _files_below(admin / "logs" / area)
     tips: list[str] = []
-    if worktree is not None:
-        for args in (
-            ["reflog", "show", "--format=%H", "HEAD"],
-            [
-                "for-each-ref",
-                "--format=%(objectname)",
-                "refs/worktree/",
-                "refs/bisect/",
-                "refs/rewritten/",
-            ],
-        ):
-            result = run_git(args, cwd=worktree, check=False)
-            tips += result.stdout.decode().split()
-    result = run_git(
-        ["reflog", "show", "--format=%H", f"refs/heads/{task.branch}"], cwd=ctx.root, check=False
-    )
-    tips += result.stdout.decode().split()
+    for file in files:
+        tips += _shas_in(file)
     return list(dict.fromkeys(t for t in tips if ctx.git.has_commit(t)))
+
+
+def _files_below(directory: Path) -> list[Path]:
+    found: list[Path] = []
+    for top, _dirs, names in os.walk(directory):
+        found += [Path(top) / name for name in names]
+    return found
+
+
+def _shas_in(file: Path) -> list[str]:
+    """Object ids in a loose ref (`<sha>`) or a reflog (`<old> <new> <who> <when>\\t<msg>`)."""
+    try:
+        lines = file.read_bytes().decode(errors="replace").splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        words = line.split(" ", 2)
+        found += [w for w in words[:2] if len(w) == 40 and w != "0" * 40]
+    return found
 
 
 def _repositories(worktree: Path, entries: list[str]) -> list[str]:
@@ -199,29 +285,11 @@ def _read_lock(admin: Path) -> str | None:
         return None
 
 
-def _hidden(worktree: Path) -> list[str]:
-    """Tracked files flagged assume-unchanged (lower-case tag) or skip-worktree (`S`) that exist
-    on disk: git would not report their changes. Sparse-checkout entries absent on disk are fine."""
-    out = run_git(["ls-files", "-v", "-z"], cwd=worktree).stdout.decode(errors="surrogateescape")
-    found = []
-    for item in out.split("\0"):
-        if len(item) < 3:
-            continue
-        tag, path = item[0], item[2:]
-        if (tag.islower() or tag == "S") and os.path.lexists(worktree / path):
-            found.append(path)
-    return found
-
-
-def _initialized_submodules(worktree: Path) -> list[str]:
+def _initialized_submodules(worktree: Path, index: list[IndexEntry]) -> list[str]:
     """Gitlinks (mode 160000) whose directory holds a `.git`: an initialized submodule."""
-    out = run_git(["ls-files", "-s", "-z"], cwd=worktree).stdout.decode(errors="surrogateescape")
-    found = []
-    for item in out.split("\0"):
-        meta, _, path = item.partition("\t")
-        if meta.startswith("160000 ") and os.path.lexists(worktree / path / ".git"):
-            found.append(path)
-    return found
+    return [
+        e.path for e in index if e.mode == "160000" and os.path.lexists(worktree / e.path / ".git")
+    ]
 
 
 def branch_facts(ctx: RepoContext, task: Task, recorded_tip: str | None) -> BranchFacts:

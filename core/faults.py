@@ -20,8 +20,10 @@ POINTS = (
     "provision.after_copy",
     "provision.after_setup",
     "restore.after_apply",
-    "discard.after_snapshot",
     "discard.after_intent",
+    "discard.after_quarantine",
+    "discard.after_snapshot",
+    "discard.before_remove",
     "discard.after_worktree_remove",
 )
 """Every point the code declares; `checkpoint` refuses names not listed here (a typo in a test

@@ -31,6 +31,9 @@ _SCRUBBED = (
     "GIT_NAMESPACE",
     "GIT_PREFIX",
     "GIT_QUARANTINE_PATH",
+    "GIT_ATTR_SOURCE",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
 )
 
 
@@ -136,6 +139,17 @@ def discover(path: Path) -> RepoPaths:
     return RepoPaths(common_dir=common, root=Path(repo.workdir).resolve())
 
 
+def resolve_at(path: Path, ref: str) -> str:
+    """The commit `ref` names in the checkout containing `path`, as git run there means it:
+    `HEAD` is that worktree's HEAD, not the root's."""
+    try:
+        repo = pygit2.Repository(str(path))
+        commit = repo.revparse_single(ref).peel(pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+        raise GitError(f"{ref!r} does not name a commit in {path}") from None
+    return str(commit.id)
+
+
 # --- reads with pygit2 ------------------------------------------------------------------
 
 
@@ -149,6 +163,11 @@ class GitRepo:
     @cached_property
     def _repo(self) -> pygit2.Repository:
         return pygit2.Repository(str(self.paths.common_dir))
+
+    @property
+    def handle(self) -> pygit2.Repository:
+        """The pygit2 repository on the common dir (objects and refs every worktree shares)."""
+        return self._repo
 
     def refresh(self) -> None:
         """Forget cached state so the next read sees refs written by other processes."""
@@ -346,6 +365,11 @@ def worktree_unlock(root: Path, path: Path) -> None:
     run_git(["worktree", "unlock", str(path)], cwd=root, read=False)
 
 
+def worktree_move(root: Path, source: Path, destination: Path) -> None:
+    """Move one worktree (a rename: the directory keeps its inode) and update git's links."""
+    run_git(["worktree", "move", str(source), str(destination)], cwd=root, read=False)
+
+
 def worktree_remove(root: Path, path: Path, *, force: bool, unlock: bool = False) -> None:
     """Remove one worktree by path. Callers must have checked every blocker first (the cleanup
     policy): `force` only lets git delete files the policy judged saved or rebuildable, and
@@ -376,6 +400,36 @@ def update_ref(root: Path, refname: str, new_sha: str, old_sha: str | None = Non
 
 
 # --- status with the git CLI -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """One entry of `git ls-files -s -v`: its tag (lower case: assume-unchanged; `S`:
+    skip-worktree), mode, blob or commit id, stage and path."""
+
+    tag: str
+    mode: str
+    sha: str
+    stage: int
+    path: str
+
+    @property
+    def hidden(self) -> bool:
+        """Flagged so that git would not report changes to it on disk."""
+        return self.tag.islower() or self.tag == "S"
+
+
+def index_entries(worktree: Path) -> list[IndexEntry]:
+    """Every entry of the worktree's index, in one `git ls-files -s -v -z`."""
+    raw = run_git(["ls-files", "-s", "-v", "-z"], cwd=worktree).stdout
+    found = []
+    for item in raw.decode(errors="surrogateescape").split("\0"):
+        meta, tab, path = item.partition("\t")
+        if not tab:
+            continue
+        tag, mode, sha, stage = meta.split(" ")
+        found.append(IndexEntry(tag, mode, sha, int(stage), path))
+    return found
 
 
 @dataclass

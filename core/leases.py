@@ -89,6 +89,10 @@ class Lease:
     admit_order: int | None = None
     repo_cap: int | None = None
     exit_code: int | None = None
+    pgid: int | None = None
+    """The process group the command was started in (its own)."""
+    sid: int | None = None
+    """The session the command was started in, when it got one of its own (no terminal)."""
 
     @property
     def is_root(self) -> bool:
@@ -103,10 +107,19 @@ class Lease:
         return cls(**data)
 
     def holder_alive(self) -> bool:
-        """The holder process, or the command it started, still runs."""
+        """The holder process, the command it started, or anything that command started in its
+        process group (or session) still runs: a background job keeps its lane."""
         if procs.alive(self.holder_pid, self.holder_start):
             return True
-        return self.child_pid is not None and procs.alive(self.child_pid, self.child_start)
+        if self.child_pid is not None and procs.alive(self.child_pid, self.child_start):
+            return True
+        return procs.group_alive(self.pgid, self.sid, self.child_start)
+
+    def remaining(self) -> list[int]:
+        """Processes that keep the lease after its command exited (its group or session)."""
+        if self.pgid is None and self.sid is None:
+            return []
+        return procs.members(pgid=self.pgid, sid=self.sid, since=self.child_start)
 
 
 class LeaseReleased(LaneboardError):
@@ -231,14 +244,27 @@ class LeaseStore:
         self._notify(admitted)
         return admitted
 
-    def set_child(self, seq: int, pid: int) -> None:
-        """Record the command a running lease started, so the lease outlives a killed holder for
-        as long as the command itself runs."""
+    def set_child(self, seq: int, pid: int, own_session: bool = False) -> None:
+        """Record the command a running lease started (and its process group, and its session
+        when it got its own), so the lease outlives a killed holder for as long as the command,
+        or anything it started there, runs."""
         start = procs.start_time(pid)
         with self.database.transaction() as db:
             db.execute(
-                "UPDATE leases SET child_pid = ?, child_start = ? WHERE seq = ?", (pid, start, seq)
+                "UPDATE leases SET child_pid = ?, child_start = ?, pgid = ?, sid = ? WHERE seq = ?",
+                (pid, start, pid, pid if own_session else None, seq),
             )
+
+    def finish(self, seq: int, reason: str, exit_code: int | None = None) -> None:
+        """The block that held the lease is over: release it, unless processes its command
+        started still run in its group (or session); then only the exit code is recorded and
+        the lease is released by the admission pass that finds the group gone."""
+        lease = self.get(seq)
+        if lease.remaining():
+            with self.database.transaction() as db:
+                db.execute("UPDATE leases SET exit_code = ? WHERE seq = ?", (exit_code, seq))
+            return
+        self.release(seq, reason, exit_code)
 
     def release(self, seq: int, reason: str, exit_code: int | None = None) -> None:
         """Release a lease (its command has exited, or it is cancelled while waiting) and admit
@@ -263,10 +289,13 @@ class LeaseStore:
             if lease.holder_alive():
                 live.append(lease)
                 continue
+            # A command that ended with its last background process has exited; one whose
+            # holder vanished without recording an exit code died with it.
+            reason = "exited" if lease.exit_code is not None else "holder died"
             db.execute(
                 "UPDATE leases SET state = 'released', released_at = ?, "
-                "release_reason = 'holder died' WHERE seq = ?",
-                (now, lease.seq),
+                "release_reason = ? WHERE seq = ?",
+                (now, reason, lease.seq),
             )
             if lease.wake:
                 with suppress(OSError):
@@ -366,12 +395,17 @@ def _holder_fds(active: list[Lease]) -> Iterator[list[int]]:
         for lease in active:
             if lease.state is not LeaseState.RUNNING:
                 continue
-            for pid, start in (
-                (lease.holder_pid, lease.holder_start),
-                (lease.child_pid, lease.child_start),
-            ):
-                if pid is None or pid == os.getpid() or not procs.alive(pid, start):
-                    continue
+            pids = [
+                pid
+                for pid, start in (
+                    (lease.holder_pid, lease.holder_start),
+                    (lease.child_pid, lease.child_start),
+                )
+                if pid is not None and pid != os.getpid() and procs.alive(pid, start)
+            ]
+            if not pids:
+                pids = lease.remaining()  # a lease kept by its command's background processes
+            for pid in pids:
                 with suppress(OSError, AttributeError):
                     fds.append(os.pidfd_open(pid))
         yield fds
@@ -426,11 +460,11 @@ class Held:
     """True when the block runs under an outer lease that covers the lane (no lease of its own)."""
     exit_code: int | None = None
 
-    def record_child(self, pid: int) -> None:
+    def record_child(self, pid: int, own_session: bool = False) -> None:
         """Record the command started under this lease (not for an inherited lease: the outer
         lease's command is what keeps it)."""
         if not self.inherited:
-            self.store.set_child(self.lease.seq, pid)
+            self.store.set_child(self.lease.seq, pid, own_session)
 
 
 @contextmanager
@@ -477,4 +511,4 @@ def hold(
         yield held
     finally:
         reason = "done" if held.exit_code is None else "exited"
-        store.release(lease.seq, reason, held.exit_code)
+        store.finish(lease.seq, reason, held.exit_code)

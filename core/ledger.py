@@ -19,12 +19,16 @@ from core import procs
 from core.db import Database, default_path
 from core.errors import LaneboardError, LedgerError
 from core.identity import Identity
-from core.lifecycle import DISPOSITION_OF, check_transition
+from core.lifecycle import DISPOSITION_OF, OWNED, check_transition
 from core.models import Actor, Event, Repo, Task, TaskState
 
 
 class NameTaken(LaneboardError):
     """Another live task of the repo already has this name."""
+
+
+class NotOwner(LaneboardError):
+    """The task is in a multi-step change that another process owns."""
 
 
 def new_task_id() -> str:
@@ -112,13 +116,17 @@ class Ledger:
     # --- tasks ---------------------------------------------------------------------------
 
     def insert_task(self, fields: dict[str, Any], actor: Actor, event: dict[str, Any]) -> Task:
-        """Record a new task and its `task.intent` event in one transaction.
+        """Record a new task and its `task.intent` event in one transaction (a task created in
+        a multi-step state, `provisioning`, is owned by this process).
 
         Raises `NameTaken` when a live task of the repo has the name, including when another
         process inserted it a moment ago (the partial unique index decides, not a prior read).
         """
         now = time.time()
         row = {**fields, "created_at": now, "updated_at": now}
+        if TaskState(row["state"]) in OWNED and "owner_pid" not in row:
+            # Born in a multi-step change: this process owns it.
+            row["owner_pid"], row["owner_start"] = procs.me()
         if "agent_argv" in row and row["agent_argv"] is not None:
             row["agent_argv"] = json.dumps(row["agent_argv"])
         columns = ", ".join(row)
@@ -185,9 +193,11 @@ class Ledger:
 
         With `state`, the lifecycle table must allow the change from the current state; with
         `expect`, the current state must be exactly that (a compare-and-swap against another
-        process that moved the task meanwhile). `settled` clears the owning process: the
-        multi-step change (provisioning, discard) is over. Entering a retiring state sets the
-        disposition and retirement time, which frees the name.
+        process that moved the task meanwhile). A task in a multi-step state (`OWNED`) is changed
+        only by its owner, this process: anyone else is refused with `NotOwner`, whatever the
+        table allows. Entering such a state makes this process the owner; `settled` clears the
+        owner: the multi-step change is over. Entering a retiring state sets the disposition and
+        retirement time, which frees the name.
         """
         if settled:  # the multi-step change is over: no process owns the task any more
             fields.update(owner_pid=None, owner_start=None)
@@ -206,6 +216,15 @@ class Ledger:
                     f"task {row['name']} is {current.value}, not {expect.value}; "
                     "another process changed it"
                 )
+            me = procs.me()
+            owner = (row["owner_pid"], row["owner_start"])
+            if current in OWNED and owner != me:
+                raise NotOwner(
+                    f"task {row['name']} is {current.value} by process {row['owner_pid']}; "
+                    "only that process (or `laneboard doctor --fix` once it is gone) may change it"
+                )
+            if state in OWNED and current not in OWNED:
+                fields.update(owner_pid=me[0], owner_start=me[1])
             event = dict(data or {})
             if state is not None:
                 check_transition(current, state)

@@ -38,6 +38,12 @@ DISPOSITION_OF: dict[TaskState, Disposition] = {
 """States that retire a task: its name becomes free again; its row and journal stay forever."""
 
 
+OWNED = frozenset({S.PROVISIONING, S.DISCARDING})
+"""States that span several effects: one process owns the task while it is in them (DESIGN.md
+section 3), and only that owner, or `doctor` once the owner is dead and it has claimed the
+task, may change it."""
+
+
 class IllegalTransition(LaneboardError):
     """A state change the table does not allow."""
 

@@ -9,12 +9,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+PROC = "/proc"
+"""Where the process table is read (a test points it at an empty directory to prove that an
+unreadable process table fails closed)."""
+
 
 def start_time(pid: int) -> int | None:
     """Start time of `pid` in clock ticks since boot (`/proc/<pid>/stat` field 22), or None when
     the process is gone or is a zombie (it has exited; only its exit status remains)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
+        with open(f"{PROC}/{pid}/stat", "rb") as handle:
             stat = handle.read()
     except OSError:
         return None
@@ -32,7 +36,7 @@ def alive(pid: int, start: int | None) -> bool:
     current = start_time(pid)
     if current is not None:
         return start is None or current == start
-    if Path("/proc/self/stat").exists():
+    if Path(f"{PROC}/self/stat").exists():
         return False
     try:  # no /proc (macOS): existence is all we can know
         os.kill(pid, 0)
@@ -49,7 +53,7 @@ def ancestors(pid: int) -> set[int]:
     while pid > 0 and pid not in found:
         found.add(pid)
         try:
-            with open(f"/proc/{pid}/stat", "rb") as handle:
+            with open(f"{PROC}/{pid}/stat", "rb") as handle:
                 stat = handle.read()
         except OSError:
             break
@@ -63,22 +67,37 @@ def me() -> tuple[int, int]:
     return pid, start_time(pid) or 0
 
 
+def unseen() -> str | None:
+    """Why the processes inside a directory cannot be known (None when they can): without a
+    readable process table, "no process is inside" would be a guess."""
+    me = str(os.getpid())
+    try:
+        entries = os.listdir(PROC)
+        os.readlink(f"{PROC}/{me}/cwd")
+    except OSError as err:
+        return f"the process table {PROC} cannot be read ({err.strerror or err})"
+    if me not in entries:
+        return f"{PROC} does not list this process"
+    return None
+
+
 def inside(directory: str) -> list[str]:
     """Processes (other than this one) whose working directory or an open file lies inside
     `directory`, as `pid N (name): cwd|open file PATH`. Processes whose /proc entries cannot be
-    read (another user's) are not seen; laneboard runs as the operator, like the agents."""
+    read (another user's) are not seen; laneboard runs as the operator, like the agents. Callers
+    check `unseen()` first: an unreadable table yields an empty list here."""
     root = os.path.realpath(directory)
     prefix = root.rstrip("/") + "/"
     found: list[str] = []
     me = os.getpid()
     try:
-        entries = os.listdir("/proc")
+        entries = os.listdir(PROC)
     except OSError:
         return found
     for entry in entries:
         if not entry.isdigit() or int(entry) == me:
             continue
-        base = f"/proc/{entry}"
+        base = f"{PROC}/{entry}"
         try:
             with open(f"{base}/comm") as handle:
                 name = handle.read().strip()
@@ -112,3 +131,45 @@ def _first_inside(base: str, root: str, prefix: str) -> str | None:
         if under(target):
             return f"open file {target}"
     return None
+
+
+def members(
+    *, pgid: int | None = None, sid: int | None = None, since: int | None = None
+) -> list[int]:
+    """Live processes in process group `pgid` or session `sid` (from `/proc/<pid>/stat` fields
+    5 and 6), started no earlier than `since` (clock ticks), so a recycled id is not confused
+    with the one recorded. Zombies are not counted: they have exited."""
+    found: list[int] = []
+    try:
+        entries = os.listdir(PROC)
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"{PROC}/{entry}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] in (b"Z", b"X"):
+            continue
+        group, session, started = int(fields[2]), int(fields[3]), int(fields[19])
+        in_it = (pgid is not None and group == pgid) or (sid is not None and session == sid)
+        if in_it and (since is None or started >= since):
+            found.append(int(entry))
+    return found
+
+
+def group_alive(pgid: int | None, sid: int | None, since: int | None) -> bool:
+    """Some process of the group (or session) a command started still runs."""
+    if pgid is None and sid is None:
+        return False
+    if sid is None and pgid is not None:
+        try:
+            os.killpg(pgid, 0)  # cheap: no group at all means no member at all
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+    return bool(members(pgid=pgid, sid=sid, since=since))

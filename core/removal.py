@@ -1,40 +1,75 @@
 """Retain and discard (DESIGN.md sections 7 and 8): stop or remove a task without losing work.
 
 Discard decides from facts gathered fresh at the moment of removal (`core.facts`, under the repo's
-root-lane lease, so no lane command runs meanwhile), refuses with every blocker when any stands,
-and otherwise saves a snapshot first, then removes only the task's own worktree (by path and
-pinned identity, re-verified right before) and its branch when laneboard created it, it still
-points at the tip journalled before removal, it is in use nowhere and its commits are reachable
-elsewhere. No `rm -rf`, no repo-wide prune, no branch chosen by pattern. `--force` lets a snapshot
-lift the blockers it can hold (uncommitted, untracked, unique commits); nothing lifts the others.
-Each step is journalled before it happens, and `complete` resumes an interrupted discard.
+root-lane lease, so no lane command runs meanwhile) and refuses with every blocker, changing
+nothing, when any stands. Otherwise, in this order, each step journalled before it happens:
+
+1. the intent (path, quarantine, branch, tip, HEAD, what `--force` lifted) makes this process the
+   task's owner (`discarding`);
+2. the worktree is moved (`git worktree move`, a rename: same inodes, so it still verifies) to a
+   quarantine name in the area; a writer that uses the old path now fails instead of writing
+   into a tree about to go;
+3. the facts are read again there and judged on the intent's terms, the worktree is saved as a
+   snapshot (reading only what can differ from the index), and `git status` confirms that
+   nothing changed since; anything new starts this step again;
+4. `git worktree remove` deletes it, without `--force` when nothing was lifted, so git's own
+   last check stays on;
+5. the branch is deleted only when laneboard created it, it is at the journalled tip, in use
+   nowhere, and its commits are reachable elsewhere (the snapshot counts), by compare-and-swap.
+
+A blocker found at step 3 moves the worktree back and leaves the task `retained`. A worktree that
+is already gone (deleted by hand) is discarded too: its branch and what its admin dir still
+holds (HEAD, index, reflogs) are saved, then only its registration is removed. `complete`
+resumes an interrupted discard from the journal and the disk (`doctor --fix`), including a
+removal git left half-done: files left in the quarantine are saved in a snapshot before they go.
+No `rm -rf`, no repo-wide prune, no branch chosen by pattern.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import stat
+import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from core import faults, procs, snapshot
 from core.cleanup import (
     Blocker,
     BlockerKind,
     Decision,
-    WorktreeFacts,
     branch_blockers,
     worktree_blockers,
 )
-from core.errors import LaneboardError
-from core.facts import admin_dir, branch_facts, commits_at_stake, gather, worktree_exists
-from core.git import delete_ref_if, worktree_remove
+from core.errors import GitError, LaneboardError
+from core.facts import Observation, admin_dir, branch_facts, commits_at_stake, listed, observe
+from core.git import (
+    delete_ref_if,
+    index_entries,
+    run_git,
+    status,
+    worktree_list,
+    worktree_move,
+    worktree_remove,
+)
 from core.leases import Lease, LeaseKind, LeaseState, LeaseStore
 from core.ledger import Ledger
 from core.lifecycle import check_transition
 from core.models import Actor, Task, TaskState
 from core.repo import RepoContext
 from core.runtime import Runtime
+from core.verify import Reason
 
 OnWait = Callable[[Lease], None] | None
+QUARANTINE_PREFIX = ".discarding-"
+"""Worktrees being discarded wait under `<area>/.discarding-<task id>`; no task name starts with
+a dot, so the name can never be a task's."""
+ROUNDS = 3
+"""How many times the last look is repeated when the worktree changes under it, before the
+discard gives up and leaves the task retained."""
 
 
 class Refused(LaneboardError):
@@ -69,10 +104,36 @@ def _store(ctx: RepoContext, ledger: Ledger) -> LeaseStore:
     return LeaseStore(ledger.database, ctx.settings.lanes.slots)
 
 
+def _decide(ctx: RepoContext, seen: Observation) -> Decision:
+    return worktree_blockers(seen.facts, ctx.settings.cleanup.rebuildable)
+
+
+def _blocks(decision: Decision, force: bool) -> bool:
+    return bool(decision.hard or (decision.blockers and not force))
+
+
 def preview(ctx: RepoContext, ledger: Ledger, task: Task, runtime: Runtime) -> Decision:
     """The blockers discard would meet now (read-only; takes no lease)."""
-    facts = gather(ctx, ledger, task, runtime, _store(ctx, ledger))
-    return worktree_blockers(facts, ctx.settings.cleanup.rebuildable)
+    return _decide(ctx, observe(ctx, ledger, task, runtime, _store(ctx, ledger)))
+
+
+def _refuse_unsettled(task: Task) -> None:
+    if task.state is TaskState.DISCARDING:
+        if task.owner_pid is not None and procs.alive(task.owner_pid, task.owner_start):
+            raise LaneboardError(f"{task.name} is being discarded by process {task.owner_pid}")
+        raise LaneboardError(
+            f"discarding {task.name} was interrupted; `laneboard doctor --fix` finishes it"
+        )
+
+
+def quarantine_for(task: Task) -> Path:
+    """A free quarantine path in the task's area."""
+    base = Path(task.area) / f"{QUARANTINE_PREFIX}{task.id}"
+    candidate, n = base, 1
+    while os.path.lexists(candidate):
+        n += 1
+        candidate = base.with_name(f"{base.name}-{n}")
+    return candidate
 
 
 def discard(
@@ -86,12 +147,7 @@ def discard(
     on_wait: OnWait = None,
 ) -> Task:
     """Snapshot, then remove the task's worktree and branch; or refuse, changing nothing."""
-    if task.state is TaskState.DISCARDING:
-        if task.owner_pid is not None and procs.alive(task.owner_pid, task.owner_start):
-            raise LaneboardError(f"{task.name} is being discarded by process {task.owner_pid}")
-        raise LaneboardError(
-            f"discarding {task.name} was interrupted; `laneboard doctor --fix` finishes it"
-        )
+    _refuse_unsettled(task)
     check_transition(task.state, TaskState.DISCARDING)
     store = _store(ctx, ledger)
     own = [
@@ -106,15 +162,12 @@ def discard(
     command = ["laneboard", "discard", task.name]
     with ctx.lane(ledger, None, LeaseKind.REMOVE, command, on_wait):
         task = ledger.task(task.id)
+        _refuse_unsettled(task)
         check_transition(task.state, TaskState.DISCARDING)
-        facts = gather(ctx, ledger, task, runtime, store)
-        decision = worktree_blockers(facts, ctx.settings.cleanup.rebuildable)
-        if decision.hard or (decision.blockers and not force):
+        seen = observe(ctx, ledger, task, runtime, store)
+        decision = _decide(ctx, seen)
+        if _blocks(decision, force):
             raise _refusal(task, decision, force)
-        # The snapshot comes first: if it cannot be made, the task is left exactly as it was.
-        saved = _take(ctx, ledger, task, facts, actor)
-        faults.checkpoint("discard.after_snapshot")
-        pid, start = procs.me()
         task = ledger.update_task(
             task.id,
             actor=actor,
@@ -123,19 +176,17 @@ def discard(
             expect=task.state,
             data={
                 "path": task.worktree_path,
+                "quarantine": str(quarantine_for(task)),
                 "branch": task.branch,
                 "tip": ctx.git.branch_tip(task.branch),
-                "head": facts.head,
+                "head": seen.facts.head,
                 "admin_name": task.admin_name,
                 "force": force,
                 "lifted": [str(b) for b in decision.blockers],
-                "snapshot": saved.ref,
             },
-            owner_pid=pid,
-            owner_start=start,
         )
         faults.checkpoint("discard.after_intent")
-        return complete(ctx, ledger, task, runtime=runtime, store=store, actor=actor)
+        return Discard(ctx, ledger, task, runtime, store, actor).run(first=seen)
 
 
 def complete(
@@ -147,99 +198,357 @@ def complete(
     store: LeaseStore,
     actor: Actor,
 ) -> Task:
-    """Carry a task in `discarding` through worktree removal and branch deletion to
-    `discarded`. Idempotent: each step checks what the journal and the disk show now, so
-    `doctor --fix` can call it after a crash at any point. Must run under the root-lane lease.
+    """Carry a task in `discarding`, owned by this process, through to `discarded`.
+    Idempotent: each step looks at what the journal and the disk show now, so `doctor --fix`
+    can call it after a crash at any point. Must run under the root-lane lease."""
+    return Discard(ctx, ledger, task, runtime, store, actor).run(first=None)
 
-    Whatever appeared since the intent is judged by the intent's own terms: without `--force`
-    any blocker stops it (the task goes back to `retained`, nothing removed); with `--force` the
-    soft ones are saved in a fresh snapshot when the last one no longer matches the worktree.
-    """
-    intent = ledger.last_event(task.id, "discard.intent")
-    if intent is None:
-        raise LaneboardError(f"task {task.name} has no discard intent in the journal")
-    forced = bool(intent.data.get("force"))
-    worktree = Path(task.worktree_path)
-    saved = _latest_snapshot(ledger, task)
-    if worktree_exists(ctx, task):
-        facts = gather(ctx, ledger, task, runtime, store)
-        decision = worktree_blockers(facts, ctx.settings.cleanup.rebuildable)
-        if decision.hard or (decision.blockers and not forced):
-            stopped = decision.hard if forced else decision.blockers
-            task = ledger.update_task(
-                task.id,
-                actor=actor,
-                kind="discard.stopped",
-                state=TaskState.RETAINED,
-                data={"blockers": [str(b) for b in stopped]},
-                settled=True,
+
+@dataclass
+class Discard:
+    """One discard in progress, on the terms of its journalled intent."""
+
+    ctx: RepoContext
+    ledger: Ledger
+    task: Task
+    runtime: Runtime
+    store: LeaseStore
+    actor: Actor
+
+    def __post_init__(self) -> None:
+        intent = self.ledger.last_event(self.task.id, "discard.intent")
+        if intent is None:
+            raise LaneboardError(f"task {self.task.name} has no discard intent in the journal")
+        self.intent: dict[str, Any] = intent.data
+        self.intent_seq = intent.seq
+        self.forced = bool(self.intent.get("force"))
+        self.original = Path(self.task.worktree_path)
+        recorded = self.intent.get("quarantine")
+        self.quarantine = Path(recorded) if recorded else None
+
+    def _journal(self, kind: str, data: dict[str, Any]) -> None:
+        self.ledger.append_event(self.task.id, self.ctx.repo.id, kind, self.actor, data)
+
+    def run(self, *, first: Observation | None) -> Task:
+        where = self._locate()
+        if where == "original":
+            first = self._quarantine(first)
+            where = "quarantine"
+        if where == "quarantine":
+            assert self.quarantine is not None
+            self._remove_quarantined(first)
+        elif where == "leftover":
+            assert self.quarantine is not None
+            self._remove_leftovers(self.quarantine)
+        elif self._removal_started():
+            # git removed it after the last snapshot was taken (a crash came before the journal
+            # said so): only a registration can be left.
+            self._unregister(self.quarantine or self.original)
+            if not self._removal_finished():
+                self._removed(self.quarantine or self.original)
+        else:
+            self._remove_missing()
+        self._delete_branch()
+        return self.ledger.update_task(
+            self.task.id,
+            actor=self.actor,
+            kind="task.discarded",
+            state=TaskState.DISCARDED,
+            expect=TaskState.DISCARDING,
+            settled=True,
+        )
+
+    # --- where the worktree is ---------------------------------------------------------------
+
+    def _locate(self) -> str:
+        """`original`, `quarantine` (verified there), `leftover` (the quarantine directory, by its
+        pinned inode, after git lost its `.git` half-way through removal) or `missing`."""
+        q = self.quarantine
+        if q is not None and os.path.lexists(q):
+            verdict = self.ctx.verify(self.task, path=q)
+            if verdict.ok:
+                return "quarantine"
+            if verdict.reason is Reason.BACKLINK_MISMATCH and self._ours(q):
+                # The rename happened but git's link was not rewritten (a crash inside the move).
+                run_git(["worktree", "repair", str(q)], cwd=self.ctx.root, read=False)
+                if self.ctx.verify(self.task, path=q).ok:
+                    return "quarantine"
+            if self._ours(q) and self._removal_started():
+                return "leftover"
+            raise self._stop_hard(f"{q} is not the worktree laneboard quarantined: {verdict}")
+        if os.path.lexists(self.original):
+            verdict = self.ctx.verify(self.task)
+            if not verdict.ok:
+                raise self._stop_hard(f"verification: {verdict}")
+            return "original"
+        return "missing"
+
+    def _removal_started(self) -> bool:
+        """`git worktree remove` may have run: the journal says so after the intent."""
+        return any(
+            e.kind == "worktree.removing" and e.seq > self.intent_seq
+            for e in self.ledger.events(self.task.id)
+        )
+
+    def _removal_finished(self) -> bool:
+        return any(
+            e.kind == "worktree.removed" and e.seq > self.intent_seq
+            for e in self.ledger.events(self.task.id)
+        )
+
+    def _ours(self, path: Path) -> bool:
+        """The directory at `path` is the worktree directory laneboard pinned (same inode)."""
+        identity = self.task.identity
+        try:
+            info = path.lstat()
+        except OSError:
+            return False
+        return (
+            identity is not None
+            and stat.S_ISDIR(info.st_mode)
+            and (info.st_dev, info.st_ino) == (identity.dir_dev, identity.dir_ino)
+        )
+
+    def _quarantine(self, first: Observation | None) -> Observation | None:
+        """Move the worktree out of its path; return `first` still valid for its `git status`."""
+        if self.quarantine is None:  # an intent journalled before quarantines existed
+            self.quarantine = quarantine_for(self.task)
+            self._journal("discard.quarantine", {"quarantine": str(self.quarantine)})
+        worktree_move(self.ctx.root, self.original, self.quarantine)
+        self._journal(
+            "worktree.quarantined", {"from": str(self.original), "to": str(self.quarantine)}
+        )
+        faults.checkpoint("discard.after_quarantine")
+        return first
+
+    # --- the last look, the snapshot, the removal ----------------------------------------------
+
+    def _remove_quarantined(self, first: Observation | None) -> None:
+        assert self.quarantine is not None
+        q = self.quarantine
+        known = first.status if first is not None else None
+        for _round in range(ROUNDS):
+            seen = observe(
+                self.ctx, self.ledger, self.task, self.runtime, self.store, path=q, known=known
             )
-            raise _refusal(task, decision, forced)
-        gitdir = admin_dir(ctx, task)
-        assert gitdir is not None
-        if saved is None or not snapshot.matches(worktree, gitdir, saved, facts.head):
-            saved = _take(ctx, ledger, task, facts, actor)
-        ledger.append_event(
-            task.id,
-            ctx.repo.id,
-            "worktree.removing",
-            actor,
+            decision = _decide(self.ctx, seen)
+            if _blocks(decision, self.forced):
+                raise self._stop(decision)
+            assert seen.status is not None
+            admin = admin_dir(self.ctx, self.task)
+            assert admin is not None
+            captured = snapshot.capture(
+                self.ctx.git.handle,
+                q,
+                admin,
+                seen.status,
+                common_dir=self.ctx.common_dir,
+                tracked_files=seen.tracked_files,
+            )
+            saved = self._save(captured, seen)
+            faults.checkpoint("discard.after_snapshot")
+            now = status(q, ignored=True)
+            if now.ignored != seen.status.ignored or not snapshot.unchanged_since(q, captured, now):
+                known = now  # something changed after the look: look again
+                continue
+            self._journal(
+                "worktree.removing",
+                {
+                    "path": str(q),
+                    "original": str(self.original),
+                    "branch": self.task.branch,
+                    "tip": self.intent.get("tip"),
+                    "head": seen.facts.head,
+                    "snapshot": saved.ref,
+                },
+            )
+            verdict = self.ctx.verify(self.task, path=q)  # right before: still the pinned tree
+            if not verdict.ok:
+                raise self._stop_hard(f"worktree changed during discard: {verdict}")
+            faults.checkpoint("discard.before_remove")
+            try:
+                # Without --force whenever git's own check can agree (nothing lifted, nothing of
+                # laneboard's untracked there): then git refuses anything that appeared since.
+                worktree_remove(self.ctx.root, q, force=not seen.status.clean)
+            except GitError:
+                if self.ctx.verify(self.task, path=q).ok:
+                    known = None  # git refused before deleting anything: look again
+                    continue
+                if self._ours(q):
+                    self._remove_leftovers(q)
+                    return
+                raise
+            self._removed(q)
+            return
+        raise self._stop(
+            Decision(
+                (Blocker(BlockerKind.PROCESS, "the worktree kept changing while it was saved"),)
+            )
+        )
+
+    def _removed(self, where: Path) -> None:
+        self._journal(
+            "worktree.removed",
             {
-                "path": task.worktree_path,
-                "branch": task.branch,
-                "head": facts.head,
-                "snapshot": saved.ref,
+                "path": str(self.original),
+                "removed": str(where),
+                "branch": self.task.branch,
+                "tip": self.intent.get("tip"),
             },
         )
-        verdict = ctx.verify(task)  # right before: the path must still be the worktree we pinned
-        if not verdict.ok:
-            raise LaneboardError(f"{task.name}: worktree changed during discard: {verdict}")
-        worktree_remove(ctx.root, worktree, force=True)
-        ledger.append_event(
-            task.id, ctx.repo.id, "worktree.removed", actor, {"path": task.worktree_path}
+        faults.checkpoint("discard.after_worktree_remove")
+
+    def _next_ref(self) -> tuple[int, str]:
+        return next_ref(self.ctx, self.ledger, self.task)
+
+    def _message(self, n: int) -> str:
+        return message(self.task, n)
+
+    def _save(self, captured: snapshot.Capture, seen: Observation) -> snapshot.Snapshot:
+        head = seen.facts.head
+        assert head is not None  # an unborn HEAD is a hard blocker
+        return save_capture(
+            self.ctx, self.ledger, self.task, self.actor, captured, head, seen.facts.kept_tips
         )
-    elif ctx.git.branch_tip(task.branch) is not None and saved is None:
-        # The worktree is gone already; keep the branch's commits in a snapshot all the same.
-        _take(ctx, ledger, task, None, actor)
-    faults.checkpoint("discard.after_worktree_remove")
-    _delete_branch(ctx, ledger, task, intent.data.get("tip"), actor)
-    return ledger.update_task(
-        task.id,
-        actor=actor,
-        kind="task.discarded",
-        state=TaskState.DISCARDED,
-        expect=TaskState.DISCARDING,
-        settled=True,
-    )
+
+    def _record(self, n: int, saved: snapshot.Snapshot, **data: Any) -> snapshot.Snapshot:
+        return record(self.ledger, self.task, self.actor, n, saved, **data)
+
+    def _remove_leftovers(self, q: Path) -> None:
+        """git removed the quarantine's `.git` (and perhaps its admin dir) but not every file:
+        something wrote there during removal. Save what is left, then remove exactly that."""
+        for _round in range(ROUNDS):
+            parent = self._latest_sha() or self.ctx.git.branch_tip(self.task.branch)
+            if parent is None:
+                raise LaneboardError(f"no commit to save the files left in {q} on top of")
+            n, ref = self._next_ref()
+            saved, read = snapshot.of_files(
+                self.ctx.git.handle,
+                self.ctx.root,
+                q,
+                ref=ref,
+                parent=parent,
+                message=self._message(n) + ": files left after removal",
+            )
+            self._record(n, saved, leftovers=[path for path, _key in read])
+            self._journal("worktree.removing", {"path": str(q), "leftovers": len(read)})
+            if snapshot.remove_saved(q, read):
+                self._unregister(q)
+                self._removed(q)
+                return
+        raise LaneboardError(f"{q} keeps receiving files; saved what was there, left it in place")
+
+    def _unregister(self, where: Path) -> None:
+        """Remove git's registration of a worktree whose directory is gone (only that one)."""
+        entries = worktree_list(self.ctx.root)
+        for path in (where, self.original):
+            if listed(entries, path) is not None:
+                worktree_remove(self.ctx.root, path, force=False)
+
+    def _remove_missing(self) -> None:
+        """The worktree's directory is gone: save what its branch and admin dir still hold,
+        then remove only its registration."""
+        seen = observe(self.ctx, self.ledger, self.task, self.runtime, self.store)
+        decision = _decide(self.ctx, seen)
+        if _blocks(decision, self.forced):
+            raise self._stop(decision)
+        commit = seen.facts.head or self.ctx.git.branch_tip(self.task.branch)
+        if commit is not None:
+            n, ref = self._next_ref()
+            admin = admin_dir(self.ctx, self.task)
+            index_tree = _index_tree(self.ctx.root, admin) if admin is not None else None
+            _, kept = commits_at_stake(self.ctx, self.task, admin, seen.facts.head)
+            saved = snapshot.of_commit(
+                self.ctx.git.handle,
+                self.ctx.root,
+                ref=ref,
+                commit=commit,
+                index_tree=index_tree,
+                extras=kept,
+                message=self._message(n) + ": its worktree was already gone",
+            )
+            self._record(n, saved)
+        if seen.facts.registered:
+            self._journal(
+                "worktree.removing",
+                {"path": str(self.original), "branch": self.task.branch, "missing": True},
+            )
+            self._unregister(self.original)
+            self._removed(self.original)
+
+    def _latest_sha(self) -> str | None:
+        snaps = self.ledger.snapshots(self.task.id)
+        return snaps[-1][2] if snaps else None
+
+    # --- stopping -------------------------------------------------------------------------
+
+    def _stop(self, decision: Decision) -> Refused:
+        """A blocker appeared: put the worktree back and leave the task retained."""
+        stopped = decision.hard if self.forced else decision.blockers
+        self._settle_retained([str(b) for b in stopped])
+        return _refusal(self.task, decision, self.forced)
+
+    def _stop_hard(self, reason: str) -> Refused:
+        self._settle_retained([reason])
+        return Refused(f"refusing to discard {self.task.name}: {reason}")
+
+    def _settle_retained(self, reasons: list[str]) -> None:
+        q = self.quarantine
+        fields: dict[str, Any] = {}
+        if q is not None and self.ctx.verify(self.task, path=q).ok:
+            if not os.path.lexists(self.original):
+                worktree_move(self.ctx.root, q, self.original)
+                self._journal("worktree.unquarantined", {"from": str(q), "to": str(self.original)})
+            else:
+                # Something was made at the old path meanwhile; the worktree stays where it is.
+                fields["worktree_path"] = str(q)
+                reasons.append(f"{self.original} is taken now; the worktree stays at {q}")
+        self.task = self.ledger.update_task(
+            self.task.id,
+            actor=self.actor,
+            kind="discard.stopped",
+            state=TaskState.RETAINED,
+            data={"blockers": reasons},
+            settled=True,
+            **fields,
+        )
+
+    # --- the branch -------------------------------------------------------------------------
+
+    def _delete_branch(self) -> None:
+        task, ctx = self.task, self.ctx
+        facts = branch_facts(ctx, task, self.intent.get("tip"))
+        if facts.tip is None:
+            self._journal("branch.absent", {"branch": task.branch})
+            return
+        decision = branch_blockers(facts)
+        if decision.clear and delete_ref_if(ctx.root, f"refs/heads/{task.branch}", facts.tip):
+            self._journal("branch.deleted", {"branch": task.branch, "tip": facts.tip})
+            return
+        reasons = [str(b) for b in decision.blockers] or ["the branch moved during deletion"]
+        self._journal("branch.kept", {"branch": task.branch, "reasons": reasons})
 
 
-def _latest_snapshot(ledger: Ledger, task: Task) -> snapshot.Snapshot | None:
-    """The task's most recent snapshot, as its journal entry describes it."""
-    event = ledger.last_event(task.id, "snapshot.created")
-    if event is None:
+def _index_tree(root: Path, admin: Path) -> str | None:
+    """The tree of the index a missing worktree's admin dir still holds (read from a copy, so
+    the admin dir is not written), or None."""
+    index = admin / "index"
+    if not index.is_file():
         return None
-    data = event.data
-    return snapshot.Snapshot(
-        ref=data["ref"],
-        sha=data["sha"],
-        head=data["head"],
-        index_commit=data["index_commit"],
-        tip=data.get("tip"),
-        tree=data["tree"],
-        index_tree=data["index_tree"],
-        extras=tuple(data.get("extras", ())),
-    )
+    with tempfile.TemporaryDirectory(prefix="laneboard-index-") as tmp:
+        copy = Path(tmp) / "index"
+        shutil.copyfile(index, copy)
+        result = run_git(
+            ["write-tree"], cwd=root, read=False, check=False, env={"GIT_INDEX_FILE": str(copy)}
+        )
+    return result.stdout.decode().strip() if result.returncode == 0 else None
 
 
-def _take(
-    ctx: RepoContext,
-    ledger: Ledger,
-    task: Task,
-    facts: WorktreeFacts | None,
-    actor: Actor,
-) -> snapshot.Snapshot:
-    """Save the worktree (or, when `facts` is None because it is gone, the branch) as the
-    task's next snapshot, and record it."""
+# --- snapshots of a task ---------------------------------------------------------------------
+
+
+def next_ref(ctx: RepoContext, ledger: Ledger, task: Task) -> tuple[int, str]:
+    """The number and ref of the task's next snapshot (past every one recorded or present)."""
     prefix = f"refs/laneboard/snapshots/{task.id}/"
     existing = [n for n, _, _ in ledger.snapshots(task.id)]
     existing += [
@@ -248,30 +557,22 @@ def _take(
         if r.startswith(prefix) and r.rsplit("/", 1)[1].isdigit()
     ]
     n = snapshot.next_number(existing)
-    ref = snapshot.snapshot_ref(task.id, n)
-    tip = ctx.git.branch_tip(task.branch)
-    message = f"laneboard snapshot {n} of task {task.name} ({task.id})"
-    gitdir = admin_dir(ctx, task)
-    if facts is not None and facts.head is not None and gitdir is not None:
-        saved = snapshot.take(
-            Path(task.worktree_path),
-            gitdir,
-            ref=ref,
-            head=facts.head,
-            tip=tip,
-            extras=facts.kept_tips,
-            message=message,
-        )
-    else:
-        if tip is None:
-            raise LaneboardError(f"task {task.name} has neither a worktree nor a branch to save")
-        _, kept = commits_at_stake(ctx, task, None, None)
-        saved = snapshot.of_commit(ctx.root, ref=ref, commit=tip, extras=kept, message=message)
+    return n, snapshot.snapshot_ref(task.id, n)
+
+
+def message(task: Task, n: int) -> str:
+    return f"laneboard snapshot {n} of task {task.name} ({task.id})"
+
+
+def record(
+    ledger: Ledger, task: Task, actor: Actor, n: int, saved: snapshot.Snapshot, **data: Any
+) -> snapshot.Snapshot:
+    """Record a snapshot in the ledger (and journal it)."""
     ledger.add_snapshot(
         task.id,
-        ctx.repo.id,
+        task.repo_id,
         n,
-        ref,
+        saved.ref,
         saved.sha,
         actor,
         {
@@ -281,25 +582,51 @@ def _take(
             "tree": saved.tree,
             "index_tree": saved.index_tree,
             "extras": list(saved.extras),
+            **data,
         },
     )
     return saved
 
 
-def _delete_branch(
-    ctx: RepoContext, ledger: Ledger, task: Task, recorded_tip: str | None, actor: Actor
-) -> None:
-    facts = branch_facts(ctx, task, recorded_tip)
-    if facts.tip is None:
-        ledger.append_event(task.id, ctx.repo.id, "branch.absent", actor, {"branch": task.branch})
-        return
-    decision = branch_blockers(facts)
-    if decision.clear and delete_ref_if(ctx.root, f"refs/heads/{task.branch}", facts.tip):
-        ledger.append_event(
-            task.id, ctx.repo.id, "branch.deleted", actor, {"branch": task.branch, "tip": facts.tip}
-        )
-        return
-    reasons = [str(b) for b in decision.blockers] or ["the branch moved during deletion"]
-    ledger.append_event(
-        task.id, ctx.repo.id, "branch.kept", actor, {"branch": task.branch, "reasons": reasons}
+def save_capture(
+    ctx: RepoContext,
+    ledger: Ledger,
+    task: Task,
+    actor: Actor,
+    captured: snapshot.Capture,
+    head: str,
+    extras: tuple[str, ...] = (),
+) -> snapshot.Snapshot:
+    n, ref = next_ref(ctx, ledger, task)
+    saved = snapshot.save(
+        ctx.git.handle,
+        ctx.root,
+        captured,
+        ref=ref,
+        head=head,
+        tip=ctx.git.branch_tip(task.branch),
+        extras=extras,
+        message=message(task, n),
     )
+    return record(ledger, task, actor, n, saved)
+
+
+def save_worktree(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> snapshot.Snapshot:
+    """Snapshot the task's (verified) worktree as it is now, e.g. before a rollback removes it."""
+    path = Path(task.worktree_path)
+    admin = admin_dir(ctx, task)
+    if admin is None:
+        raise LaneboardError(f"{path} has no admin dir to read its index from")
+    seen = status(path, ignored=False)
+    if seen.head is None:
+        raise LaneboardError(f"{path} has no HEAD commit to save its files on top of")
+    entries = index_entries(path)
+    captured = snapshot.capture(
+        ctx.git.handle,
+        path,
+        admin,
+        seen,
+        common_dir=ctx.common_dir,
+        tracked_files=[e.path for e in entries if e.stage == 0 and e.mode in ("100644", "100755")],
+    )
+    return save_capture(ctx, ledger, task, actor, captured, seen.head)

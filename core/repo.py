@@ -47,10 +47,11 @@ class RepoContext:
             return self.root.parent / f"{self.root.name}.worktrees"
         return self.root / ".worktrees"
 
-    def verify(self, task: Task) -> Verdict:
-        """Verify the task's worktree against this repo, its area and its pinned identity."""
+    def verify(self, task: Task, *, path: Path | None = None) -> Verdict:
+        """Verify the task's worktree against this repo, its area and its pinned identity; at
+        `path` when it is somewhere else for now (a discard's quarantine)."""
         return verify_worktree(
-            Path(task.worktree_path),
+            path or Path(task.worktree_path),
             area=Path(task.area),
             common_dir=self.common_dir,
             admin_name=task.admin_name,

@@ -28,8 +28,6 @@ from core.verify import common_dir_of, verify_worktree
 
 SHIM_MARKER = b"# laneboard-shim"
 """The second line of every shim script; command lookup skips files that carry it."""
-SI_KERNEL = 0x80
-"""`si_code` of a signal the kernel sent, e.g. the terminal's Ctrl-C to the foreground group."""
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -182,8 +180,36 @@ def run(
     ):
         verify_target(target)  # again: the worktree may have changed while we waited
         env[LEASE_ENV] = str(held.lease.seq)
-        held.exit_code = spawn_and_wait(executable, argv, target.cwd, env, held.record_child)
+        held.exit_code = spawn_and_wait(
+            executable,
+            argv,
+            working_dir(target),
+            env,
+            held.record_child,
+            own_group=not held.inherited,
+        )
     return held.exit_code
+
+
+def working_dir(target: LaneTarget) -> Path:
+    """Where the command runs: the caller's directory when it lies inside the lane's tree (a
+    shim called from `frontend/` runs there), else the top of the lane (the worktree, or the
+    root for the root lane)."""
+    try:
+        here = os.path.realpath(os.getcwd())
+    except OSError:  # the caller's directory was removed
+        return target.cwd
+    top = os.path.realpath(target.cwd)
+    if here != top and not here.startswith(top.rstrip("/") + "/"):
+        return target.cwd
+    if target.lane is None:
+        # A root command is not run inside a task's worktree (or any other checkout in the root).
+        directory = Path(here)
+        while str(directory) != top and directory != directory.parent:
+            if os.path.lexists(directory / ".git"):
+                return target.cwd
+            directory = directory.parent
+    return Path(here)
 
 
 class _Interrupted(BaseException):
@@ -220,21 +246,32 @@ def spawn_and_wait(
     argv: list[str],
     cwd: Path,
     env: dict[str, str],
-    started: Callable[[int], None],
+    started: Callable[[int, bool], None],
     *,
     stdin: int | None = None,
     output: int | None = None,
+    tick: Callable[[], None] | None = None,
+    own_group: bool = True,
 ) -> int:
     """Run the command and return its exit status (128+N if signal N killed it). It gets our
     stdio unless `stdin` or `output` (for both stdout and stderr) give file descriptors.
 
-    The child is forked, reports its pid through `started` (which records it in the lease), and
-    only then is let through a gate to exec: a lease never runs a command it has not recorded.
-    SIGINT, SIGTERM and SIGHUP sent to us by another process are passed on; a terminal's Ctrl-C
-    already reaches the command, which shares our process group, so it is not sent twice.
+    The child is forked, reported through `started(pid, own_session)` (which records it in the
+    lease), and only then let through a gate to exec: a lease never runs a command it has not
+    recorded. With `own_group`, the command gets a process group of its own, or a session of its
+    own when none of its stdio is a terminal, so that everything it starts can be followed: its
+    lease stays held while that group (or session) has members. When our stdin is the terminal
+    and we are in its foreground, the command is given the foreground (Ctrl-C and Ctrl-Z reach
+    it as they would from a shell; a stopped command stops us too, and `fg` resumes both), and
+    the terminal is taken back when it ends. SIGINT, SIGTERM and SIGHUP that reach us, the
+    hang-up of a killed tmux pane included, are passed on to the command's group. `tick` is
+    called a few times a second while the command runs.
     """
     watched = {*FORWARDED, signal.SIGCHLD}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {*watched, signal.SIGTTOU})
+    stdio = [0 if stdin is None else stdin, *([1, 2] if output is None else [output, output])]
+    own_session = own_group and not any(os.isatty(fd) for fd in stdio)
+    foreground = _foreground(stdio[0]) if own_group and not own_session else None
     gate_read, gate_write = os.pipe()
     error_read, error_write = os.pipe()  # close-on-exec: EOF means exec succeeded
     try:
@@ -248,11 +285,18 @@ def spawn_and_wait(
                 previous,
                 (gate_read, gate_write, error_write),
                 (stdin, output),
+                "session" if own_session else "group" if own_group else "",
             )
         os.close(gate_read)
         os.close(error_write)
+        if own_group and not own_session:
+            with suppress(OSError):
+                os.setpgid(pid, pid)  # on both sides, as shells do, so neither order races
+            if foreground is not None:
+                with suppress(OSError):
+                    os.tcsetpgrp(foreground, pid)
         try:
-            started(pid)
+            started(pid, own_session)
         except BaseException:
             os.close(gate_write)  # the child reads EOF and exits without running anything
             os.waitpid(pid, 0)
@@ -267,21 +311,61 @@ def spawn_and_wait(
             message = f"{argv[0]}: cannot run: {os.strerror(number)}"
             raise CommandNotFound(message) if number == errno.ENOENT else CannotRun(message)
         while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
+            done, status = os.waitpid(pid, os.WNOHANG | os.WUNTRACED)
+            if done and os.WIFSTOPPED(status):
+                if foreground is not None:
+                    _stop_with(foreground, pid)
+                continue
             if done:
                 break
-            info = signal.sigtimedwait(watched, 1.0)
+            if tick is not None:
+                tick()
+            info = signal.sigtimedwait(watched, 1.0 if tick is None else 0.25)
             if info is None or info.si_signo == signal.SIGCHLD:
                 continue
-            if info.si_code != SI_KERNEL:
-                with suppress(ProcessLookupError):
-                    os.kill(pid, info.si_signo)
+            _forward(pid, info.si_signo, own_group)
     finally:
+        if foreground is not None:
+            with suppress(OSError):
+                os.tcsetpgrp(foreground, os.getpgrp())
         while signal.sigtimedwait(watched, 0) is not None:
             pass  # signals that arrived as the command ended must not kill us before we report
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
     code = os.waitstatus_to_exitcode(status)
     return code if code >= 0 else 128 - code
+
+
+def _foreground(fd: int) -> int | None:
+    """`fd` when it is a terminal whose foreground process group is ours."""
+    try:
+        return fd if os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp() else None
+    except OSError:
+        return None
+
+
+def _forward(pid: int, signum: int, own_group: bool) -> None:
+    """Pass a signal on to the command's process group (or to it alone, before it has one)."""
+    if own_group:
+        try:
+            os.killpg(pid, signum)
+            return
+        except ProcessLookupError:
+            pass
+    with suppress(ProcessLookupError):
+        os.kill(pid, signum)
+
+
+def _stop_with(terminal: int, pid: int) -> None:
+    """The command was stopped from the terminal (Ctrl-Z): take the terminal back and stop
+    ourselves, so the shell sees its job stopped; once continued, give the terminal back if we
+    are in the foreground again (`fg`, not `bg`) and continue the command."""
+    with suppress(OSError):
+        os.tcsetpgrp(terminal, os.getpgrp())
+    os.kill(os.getpid(), signal.SIGSTOP)
+    if _foreground(terminal) is not None:
+        with suppress(OSError):
+            os.tcsetpgrp(terminal, pid)
+    _forward(pid, signal.SIGCONT, True)
 
 
 def _child(
@@ -292,12 +376,18 @@ def _child(
     mask: Iterable[int],
     pipes: tuple[int, int, int],
     stdio: tuple[int | None, int | None],
+    detach: str,
 ) -> NoReturn:
-    """In the forked child: wait at the gate, then become the command. Never returns."""
+    """In the forked child: leave for a session or group of its own (`detach`), wait at the
+    gate, then become the command. Never returns."""
     gate_read, gate_write, error_write = pipes
     stdin, output = stdio
     try:
         os.close(gate_write)
+        if detach == "session":
+            os.setsid()
+        elif detach == "group":
+            os.setpgid(0, 0)
         if stdin is not None:
             os.dup2(stdin, 0)
         if output is not None:

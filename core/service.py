@@ -14,10 +14,11 @@ from pathlib import Path
 from core import doctor as doctor_mod
 from core import provision as provision_mod
 from core import removal
+from core import restore as restore_mod
 from core.cleanup import Decision
 from core.config import load_settings
-from core.errors import LaneboardError
-from core.git import GitRepo, discover
+from core.errors import ConfigError, LaneboardError
+from core.git import discover, resolve_at
 from core.leases import Lease, LeaseState, LeaseStore
 from core.ledger import Ledger
 from core.models import Actor, Event, Repo, Task
@@ -89,6 +90,7 @@ class Board:
         *,
         base: str | None = None,
         on_wait: Callable[[Lease], None] | None = None,
+        on_output: Callable[[bytes], None] | None = None,
     ) -> tuple[Task, RepoContext]:
         """Provision task `name` from `base` (default: the root's HEAD) in the repo containing
         `path`, registering the repo if needed, but only once the name and base are valid: a
@@ -96,9 +98,12 @@ class Board:
         paths = discover(path)
         settings = load_settings(paths.root)
         branch_for(settings.branch_prefix, name)
-        GitRepo(paths).resolve_commit(base or "HEAD")
+        # As git means it: `HEAD` (or `@{-1}`, `HEAD~2`) of the checkout the command runs in.
+        base_sha = resolve_at(path, base or "HEAD")
         ctx = self.repo(path, register=True)
-        task = provision_mod.provision(ctx, self.ledger, name, base or "HEAD", self.actor, on_wait)
+        task = provision_mod.provision(
+            ctx, self.ledger, name, base or "HEAD", base_sha, self.actor, on_wait, on_output
+        )
         return task, ctx
 
     def retain(self, ctx: RepoContext, name: str) -> Task:
@@ -129,10 +134,15 @@ class Board:
         )
 
     def restore(
-        self, ctx: RepoContext, name: str, *, on_wait: Callable[[Lease], None] | None = None
+        self,
+        ctx: RepoContext,
+        name: str,
+        *,
+        as_name: str | None = None,
+        on_wait: Callable[[Lease], None] | None = None,
     ) -> Task:
-        """Bring the latest discarded task `name` back from its newest snapshot."""
-        return provision_mod.restore(ctx, self.ledger, name, self.actor, on_wait)
+        """Bring the newest snapshot of the task `name` back as a new task."""
+        return restore_mod.restore(ctx, self.ledger, name, self.actor, on_wait, as_name=as_name)
 
     def snapshots(self, task: Task) -> list[tuple[int, str, str]]:
         return self.ledger.snapshots(task.id)
@@ -208,17 +218,22 @@ class Board:
         self, ctx: RepoContext | None, *, fix: bool
     ) -> list[tuple[Repo, list[doctor_mod.Finding]]]:
         """Findings per repo (the given one, or every registered repo)."""
-        contexts: list[tuple[Repo, RepoContext | None]] = []
+        contexts: list[tuple[Repo, RepoContext | None, doctor_mod.Finding | None]] = []
         if ctx is not None:
-            contexts.append((ctx.repo, ctx))
+            contexts.append((ctx.repo, ctx, None))
         else:
             for repo in self.ledger.repos():
                 try:
-                    contexts.append((repo, self.repo(Path(repo.root))))
+                    contexts.append((repo, self.repo(Path(repo.root)), None))
+                except ConfigError as err:
+                    contexts.append((repo, None, doctor_mod.Finding("config-invalid", str(err))))
                 except LaneboardError:
-                    contexts.append((repo, None))
+                    contexts.append((repo, None, None))
         report: list[tuple[Repo, list[doctor_mod.Finding]]] = []
-        for repo, context in contexts:
+        for repo, context, problem in contexts:
+            if problem is not None:
+                report.append((repo, [problem]))
+                continue
             if context is None or context.repo.id != repo.id:
                 missing = doctor_mod.Finding(
                     "repo-missing", f"{repo.root} is no longer this repository's checkout"

@@ -6,25 +6,40 @@ byte for byte as it is on disk (tracked files and untracked files that are not i
 without any filter: no CRLF conversion, no clean filter), and whose parents are HEAD, a commit of
 the index as staged, the branch tip, and any other commit only the worktree's reflogs or
 per-worktree refs still reach. So the snapshot keeps every commit of the task reachable, and
-restoring it gives back HEAD, staged, unstaged and untracked files exactly. It is made with
-temporary index files: the user's index, stash and refs are never touched (only the new snapshot
-ref is written, with a compare-and-swap that refuses to overwrite). Empty directories are not
-content to git and are not kept.
+restoring it gives back HEAD, staged, unstaged and untracked files exactly.
+
+Only what can differ from the index is read and hashed: files `git status` reports as changed or
+untracked, and, when an attribute or `core.autocrlf` could make the bytes on disk differ from the
+staged blob (eol, filter, ident, working-tree-encoding), those files too. Everything else is the
+staged blob, byte for byte. File names never pass through a line-oriented interface: contents are
+read in-process through `core.safefs` (never following a link below the worktree) and written as
+raw blobs with pygit2; trees are built with `git update-index -z --index-info` on temporary
+index files, so the user's index, stash and refs are never touched (only the new snapshot ref is
+written, with a compare-and-swap that refuses to overwrite). Empty directories are not content
+to git and are not kept.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
 import os
+import shutil
 import stat
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import pygit2
 
 from core.errors import LaneboardError
-from core.git import git_env, run_git
+from core.git import StatusFacts, git_env, run_git
+from core.safefs import Below
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "laneboard",
@@ -35,6 +50,16 @@ IDENTITY = {
 """Snapshot commits are laneboard's own; they do not depend on the user having an identity."""
 
 GITLINK = "160000"
+SYMLINK = "120000"
+ZERO = "0" * 40
+IN_MEMORY = 32 << 20
+"""Files up to this size are hashed from memory; larger ones are streamed into the object store."""
+STABLE_READS = 3
+"""A file that changes while it is read is read again, at most this many times."""
+CONVERSION_ATTRIBUTES = ("text", "eol", "crlf", "filter", "ident", "working-tree-encoding")
+"""Attributes under which git's staged blob can differ from the bytes on disk."""
+NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
+"""laneboard's own git plumbing runs no repository hooks."""
 
 
 def snapshot_ref(task_id: str, n: int) -> str:
@@ -56,6 +81,33 @@ class Snapshot:
     """Commits kept only because a reflog or per-worktree ref of the worktree reached them."""
 
 
+StatKey = tuple[int, int, int, int, int]
+"""(inode, mode, size, mtime ns, ctime ns) of a file when it was hashed."""
+
+
+def _key(info: os.stat_result) -> StatKey:
+    return (info.st_ino, info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+@dataclass(frozen=True)
+class Capture:
+    """The trees of a worktree at one moment, and what was read from disk to make them."""
+
+    index_tree: str
+    tree: str
+    read: tuple[tuple[str, StatKey | None], ...]
+    """Every path hashed from disk, with its stat key (None: it was absent)."""
+    status: StatusFacts
+    """The `git status` the capture was based on."""
+
+
+class Changing(LaneboardError):
+    """A file kept changing while it was read; no snapshot was made."""
+
+
+# --- git plumbing -----------------------------------------------------------------------
+
+
 def _git(
     cwd: Path,
     *args: str,
@@ -66,78 +118,238 @@ def _git(
     env = dict(extra or {})
     if index is not None:
         env["GIT_INDEX_FILE"] = str(index)
-    result = run_git(list(args), cwd=cwd, read=False, env=env, input=input)
+    result = run_git([*NO_HOOKS, *args], cwd=cwd, read=False, env=env, input=input)
     return result.stdout.decode(errors="surrogateescape").strip()
 
 
 @contextmanager
-def _temporary_index(copy_from: Path | None = None) -> Iterator[Path]:
-    """A private index file, a copy of `copy_from` (a worktree's index) or empty."""
+def _scratch() -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="laneboard-index-") as tmp:
-        index = Path(tmp) / "index"
-        if copy_from is not None and copy_from.exists():
-            index.write_bytes(copy_from.read_bytes())
-        yield index
+        yield Path(tmp)
 
 
-def _z(raw: str) -> list[str]:
-    return [item for item in raw.split("\0") if item]
+def _z(raw: bytes) -> list[str]:
+    return [item for item in raw.decode(errors="surrogateescape").split("\0") if item]
 
 
-def _raw_tree(worktree: Path, index: Path) -> str:
-    """The tree of the files on disk, hashed as raw bytes: every path the index tracks plus the
-    untracked ones that are not ignored. Deleted paths are left out; gitlinks are kept as
-    staged."""
-    staged = {}
-    for line in _z(_git(worktree, "ls-files", "-s", "-z", index=index)):
+def tree_entries(cwd: Path, tree: str) -> dict[str, tuple[str, str]]:
+    """path -> (mode, sha) of every blob and gitlink in `tree`."""
+    raw = run_git(["ls-tree", "-r", "-z", "--full-tree", tree], cwd=cwd).stdout
+    found = {}
+    for line in _z(raw):
         meta, _, path = line.partition("\t")
-        mode, sha, _stage = meta.split(" ")
-        staged[path] = (mode, sha)
-    untracked = _z(_git(worktree, "ls-files", "-z", "--others", "--exclude-standard", index=index))
-    entries: list[str] = []
-    files: list[tuple[str, str]] = []
-    for path in sorted(set(staged) | set(untracked)):
-        if staged.get(path, ("", ""))[0] == GITLINK:
-            entries.append(f"{GITLINK} {staged[path][1]}\t{path}")
-            continue
+        mode, _kind, sha = meta.split(" ")
+        found[path] = (mode, sha)
+    return found
+
+
+# --- which files git's staged blob may not describe -----------------------------------------
+
+
+def converted(
+    worktree: Path, common_dir: Path, candidates: Iterable[str], *, everything: Iterable[str] = ()
+) -> set[str]:
+    """The `candidates` (tracked regular files git calls unchanged) whose bytes on disk may
+    differ from their staged blob: files under a conversion attribute, or all of them when
+    `core.autocrlf` (or `attr.tree`) is set. Without any attribute source, none. `everything`
+    are the worktree's other paths, searched for `.gitattributes` files."""
+    paths = list(candidates)
+    if not paths:
+        return set()
+    config = run_git(
+        ["config", "-z", "--get-regexp", r"^(core\.autocrlf|core\.attributesfile|attr\.tree)$"],
+        cwd=worktree,
+        check=False,
+    ).stdout
+    settings: dict[str, str] = {}
+    for item in _z(config):
+        key, _, value = item.partition("\n")
+        settings[key.lower()] = value.strip().lower()
+    autocrlf = settings.get("core.autocrlf", "false") not in ("false", "0", "no", "off", "")
+    if autocrlf or "attr.tree" in settings:
+        return set(paths)
+    names = [*paths, *everything]
+    if not _attribute_sources(common_dir, names, settings.get("core.attributesfile")):
+        return set()
+    request = b"".join(os.fsencode(path) + b"\0" for path in paths)
+    raw = run_git(
+        ["check-attr", "-z", "--stdin", *CONVERSION_ATTRIBUTES], cwd=worktree, input=request
+    ).stdout
+    items = raw.decode(errors="surrogateescape").split("\0")
+    found = set()
+    for index in range(0, len(items) - 2, 3):
+        path, _attribute, value = items[index : index + 3]
+        if value != "unspecified":
+            found.add(path)
+    return found
+
+
+def _attribute_sources(common_dir: Path, names: list[str], user: str | None) -> bool:
+    """Whether any gitattributes file could apply: one among `names`, the repo's
+    `info/attributes`, or the user's (`core.attributesFile`, else the XDG default)."""
+    if any(os.path.basename(name) == ".gitattributes" for name in names):
+        return True
+    if user:
+        user_file = Path(os.path.expanduser(user))
+    else:
+        xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+        user_file = Path(xdg) / "git" / "attributes"
+    for source in (common_dir / "info" / "attributes", user_file):
         try:
-            info = os.lstat(worktree / path)
-        except FileNotFoundError:
-            continue  # deleted on disk
-        if stat.S_ISLNK(info.st_mode):
-            target = os.fsencode(os.readlink(worktree / path))
-            sha = _git(worktree, "hash-object", "-w", "--no-filters", "--stdin", input=target)
-            entries.append(f"120000 {sha}\t{path}")
-        elif stat.S_ISREG(info.st_mode):
-            files.append((path, "100755" if info.st_mode & 0o111 else "100644"))
-    if files:
-        listing = "\n".join(path for path, _ in files).encode("utf-8", "surrogateescape")
-        shas = _git(
-            worktree, "hash-object", "-w", "--no-filters", "--stdin-paths", input=listing + b"\n"
-        ).split()
-        entries += [f"{mode} {sha}\t{path}" for (path, mode), sha in zip(files, shas, strict=True)]
-    with _temporary_index() as fresh:
-        listed = "".join(f"{entry}\0" for entry in entries).encode("utf-8", "surrogateescape")
-        _git(worktree, "update-index", "-z", "--index-info", index=fresh, input=listed)
-        return _git(worktree, "write-tree", index=fresh)
+            if source.stat().st_size > 0:
+                return True
+        except OSError:
+            continue
+    return False
 
 
-def trees_now(worktree: Path, gitdir: Path) -> tuple[str, str]:
-    """(index tree, worktree tree) as they are: the staged state, and the files on disk."""
-    with _temporary_index(gitdir / "index") as index:
+# --- hashing raw bytes ------------------------------------------------------------------
+
+
+def _hash_file(repo: pygit2.Repository, below: Below, path: str) -> tuple[str, str, StatKey] | None:
+    """Write the raw bytes (or link target) at `path` as a blob: (mode, sha, stat key), or None
+    when nothing hashable is there (absent, a directory, a socket…). Read again when the file
+    changes while it is read."""
+    for _attempt in range(STABLE_READS):
+        before = below.lstat(path)
+        if before is None or not (stat.S_ISREG(before.st_mode) or stat.S_ISLNK(before.st_mode)):
+            return None
+        if stat.S_ISLNK(before.st_mode):
+            mode, oid = SYMLINK, repo.create_blob(below.readlink(path))
+        else:
+            mode = "100755" if before.st_mode & stat.S_IXUSR else "100644"
+            if before.st_size <= IN_MEMORY:
+                oid = repo.create_blob(b"".join(below.chunks(path)))
+            else:
+                oid = repo.create_blob_fromiobase(_Stream(below.chunks(path)))
+        after = below.lstat(path)
+        if after is not None and _key(after) == _key(before):
+            return mode, str(oid), _key(after)
+    raise Changing(f"{path} kept changing while it was read; try again when it is quiet")
+
+
+class _Stream(io.RawIOBase):
+    """A read-only file-like view of an iterator of chunks (for pygit2's streaming blob write,
+    which, unlike `create_blob_fromdisk`, applies no filter)."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        super().__init__()
+        self._chunks = chunks
+        self._buffer = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, target: Any) -> int:
+        while not self._buffer:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self._buffer = chunk
+        size = min(len(target), len(self._buffer))
+        target[:size] = self._buffer[:size]
+        self._buffer = self._buffer[size:]
+        return size
+
+
+def raw_sha(chunks: Iterable[bytes], size: int) -> str:
+    """The blob id git gives these bytes, computed without writing anything."""
+    digest = hashlib.sha1(f"blob {size}\0".encode(), usedforsecurity=False)
+    for chunk in chunks:
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+# --- capture ------------------------------------------------------------------------------
+
+
+def capture(
+    repo: pygit2.Repository,
+    worktree: Path,
+    gitdir: Path,
+    status: StatusFacts,
+    *,
+    common_dir: Path,
+    tracked_files: Iterable[str] = (),
+) -> Capture:
+    """The index tree and the raw worktree tree of `worktree` as `status` (taken just before)
+    describes it. `tracked_files` are the index's regular files, for the conversion check."""
+    changed = set(status.unstaged) - set(status.submodules)
+    unchanged = [path for path in tracked_files if path not in changed]
+    others = [*changed, *status.untracked]
+    suspect = converted(worktree, common_dir, unchanged, everything=others)
+    to_read = sorted(changed | set(status.untracked) | suspect)
+    removals: list[bytes] = []
+    additions: list[bytes] = []
+    read: list[tuple[str, StatKey | None]] = []
+    with Below(worktree) as below:
+        for path in to_read:
+            found = _hash_file(repo, below, path)
+            encoded = os.fsencode(path)
+            if found is None:
+                read.append((path, None))
+                removals.append(f"0 {ZERO}\t".encode() + encoded + b"\0")
+                continue
+            mode, sha, key = found
+            read.append((path, key))
+            additions.append(f"{mode} {sha}\t".encode() + encoded + b"\0")
+    with _scratch() as tmp:
+        index = tmp / "index"
+        source = gitdir / "index"
+        if source.exists():
+            shutil.copyfile(source, index)
         index_tree = _git(worktree, "write-tree", index=index)
-        return index_tree, _raw_tree(worktree, index)
+        if removals or additions:
+            listing = b"".join(removals + additions)
+            _git(worktree, "update-index", "-z", "--index-info", index=index, input=listing)
+            tree = _git(worktree, "write-tree", index=index)
+        else:
+            tree = index_tree
+    return Capture(index_tree, tree, tuple(read), status)
 
 
-def _commit(cwd: Path, tree: str, parents: list[str], message: str) -> str:
-    args = ["commit-tree", tree]
-    for parent in dict.fromkeys(parents):  # keep order, drop repeats
-        args += ["-p", parent]
-    return _git(cwd, *args, "-m", message, extra=IDENTITY)
+def unchanged_since(worktree: Path, captured: Capture, status: StatusFacts) -> bool:
+    """True when `status` (taken now) and the files read for `captured` show the worktree still
+    exactly as captured: the same changed and untracked paths, and every file read then has
+    the same inode, mode, size and times now."""
+    before, now = captured.status, status
+    if (before.head, before.staged, before.unstaged, before.untracked) != (
+        now.head,
+        now.staged,
+        now.unstaged,
+        now.untracked,
+    ):
+        return False
+    with Below(worktree) as below:
+        for path, key in captured.read:
+            info = below.lstat(path)
+            if (None if info is None else _key(info)) != key:
+                return False
+    return True
+
+
+def save(
+    repo: pygit2.Repository,
+    root: Path,
+    captured: Capture,
+    *,
+    ref: str,
+    head: str,
+    tip: str | None,
+    extras: tuple[str, ...] = (),
+    message: str,
+) -> Snapshot:
+    """Commit `captured` and point `ref` (which must not exist yet) at it."""
+    return _save(repo, root, ref, (captured.index_tree, captured.tree), head, tip, extras, message)
+
+
+def _signature() -> pygit2.Signature:
+    return pygit2.Signature(IDENTITY["GIT_AUTHOR_NAME"], IDENTITY["GIT_AUTHOR_EMAIL"])
 
 
 def _save(
-    cwd: Path,
+    repo: pygit2.Repository,
+    root: Path,
     ref: str,
     trees: tuple[str, str],
     head: str,
@@ -146,44 +358,88 @@ def _save(
     message: str,
 ) -> Snapshot:
     index_tree, work_tree = trees
-    index_commit = _commit(cwd, index_tree, [head], "index")
-    parents = [head, index_commit, tip or head, *extras]
-    args = ["commit-tree", work_tree]
-    for parent in parents:  # positions matter: `read` finds each part by its place
-        args += ["-p", parent]
-    sha = _git(cwd, *args, "-m", message, extra=IDENTITY)
-    _git(cwd, "update-ref", ref, sha, "0" * 40)
+    signature = _signature()
+    index_commit = str(repo.create_commit(None, signature, signature, "index", index_tree, [head]))
+    parents = [head, index_commit, tip or head, *extras]  # positions matter: `read` relies on them
+    sha = str(repo.create_commit(None, signature, signature, message, work_tree, parents))
+    _git(root, "update-ref", ref, sha, ZERO)
     return Snapshot(ref, sha, head, index_commit, tip, work_tree, index_tree, extras)
 
 
-def take(
-    worktree: Path,
-    gitdir: Path,
+def of_commit(
+    repo: pygit2.Repository,
+    root: Path,
     *,
     ref: str,
-    head: str,
-    tip: str | None,
+    commit: str,
+    index_tree: str | None = None,
     extras: tuple[str, ...] = (),
     message: str,
 ) -> Snapshot:
-    """Save the worktree under `ref` (which must not exist yet)."""
-    return _save(worktree, ref, trees_now(worktree, gitdir), head, tip, extras, message)
+    """A snapshot of a branch alone (its worktree is gone): its tree, and the index as the
+    worktree's admin dir still holds it when `index_tree` is given."""
+    tree = str(repo.revparse_single(f"{commit}^{{tree}}").id)
+    return _save(repo, root, ref, (index_tree or tree, tree), commit, commit, extras, message)
 
 
-def of_commit(
-    root: Path, *, ref: str, commit: str, extras: tuple[str, ...] = (), message: str
-) -> Snapshot:
-    """A snapshot of a branch alone (its worktree is gone): its tree, nothing staged apart."""
-    tree = _git(root, "rev-parse", f"{commit}^{{tree}}")
-    return _save(root, ref, (tree, tree), commit, commit, extras, message)
+def of_files(
+    repo: pygit2.Repository,
+    root: Path,
+    directory: Path,
+    *,
+    ref: str,
+    parent: str,
+    message: str,
+) -> tuple[Snapshot, tuple[tuple[str, StatKey | None], ...]]:
+    """A snapshot of every regular file and link under `directory` (a worktree git has lost,
+    ignored files included), on top of the commit `parent`; and what was read."""
+    read: list[tuple[str, StatKey | None]] = []
+    additions: list[bytes] = []
+    with Below(directory) as below:
+        for path in _walk(directory):
+            found = _hash_file(repo, below, path)
+            if found is None:
+                continue
+            mode, sha, key = found
+            read.append((path, key))
+            additions.append(f"{mode} {sha}\t".encode() + os.fsencode(path) + b"\0")
+    with _scratch() as tmp:
+        index = tmp / "index"
+        _git(root, "update-index", "-z", "--index-info", index=index, input=b"".join(additions))
+        tree = _git(root, "write-tree", index=index)
+    saved = _save(repo, root, ref, (tree, tree), parent, parent, (), message)
+    return saved, tuple(read)
 
 
-def matches(worktree: Path, gitdir: Path, snapshot: Snapshot, head: str | None) -> bool:
-    """True when the worktree still holds exactly what `snapshot` saved."""
-    return head == snapshot.head and trees_now(worktree, gitdir) == (
-        snapshot.index_tree,
-        snapshot.tree,
-    )
+def _walk(directory: Path) -> list[str]:
+    """Relative paths of every non-directory entry below `directory`, never entering a link."""
+    found = []
+    for top, dirs, files, _fd in os.fwalk(directory, follow_symlinks=False):
+        relative = os.path.relpath(top, directory)
+        prefix = "" if relative == "." else relative + "/"
+        found += [prefix + name for name in files]
+        found += [prefix + name for name in dirs if os.path.islink(os.path.join(top, name))]
+    return sorted(found)
+
+
+def remove_saved(directory: Path, saved: Iterable[tuple[str, StatKey | None]]) -> bool:
+    """Remove the files of `saved` that are still exactly as they were read (same inode, mode,
+    size and times), then the directories left empty, then `directory` itself. Returns True when
+    `directory` is gone; False when something unsaved is still there (it is left in place)."""
+    with Below(directory) as below:
+        for path, key in saved:
+            info = below.lstat(path)
+            if info is not None and key is not None and _key(info) == key:
+                below.remove(path)
+    for top, dirs, _files, _fd in os.fwalk(directory, topdown=False, follow_symlinks=False):
+        for name in dirs:
+            with contextlib.suppress(OSError):  # not empty, or a link: left alone
+                os.rmdir(os.path.join(top, name))
+    try:
+        os.rmdir(directory)
+    except OSError:
+        return False
+    return True
 
 
 def read(root: Path, ref: str, sha: str) -> Snapshot:
@@ -192,113 +448,106 @@ def read(root: Path, ref: str, sha: str) -> Snapshot:
     current = found.stdout.decode().strip()
     if current != sha:
         raise LaneboardError(f"snapshot {ref} is {current or 'missing'}, expected {sha}")
-    parents = _git(root, "rev-list", "--parents", "-n", "1", sha).split()[1:]
+    parents = run_git(["rev-list", "--parents", "-n", "1", sha], cwd=root).stdout.split()[1:]
     if len(parents) < 2:
         raise LaneboardError(f"{ref} is not a laneboard snapshot ({len(parents)} parents)")
-    head, index_commit = parents[0], parents[1]
-    tip = parents[2] if len(parents) > 2 else head
+    head, index_commit = parents[0].decode(), parents[1].decode()
+    tip = parents[2].decode() if len(parents) > 2 else head
     tree = _git(root, "rev-parse", f"{sha}^{{tree}}")
     index_tree = _git(root, "rev-parse", f"{index_commit}^{{tree}}")
-    return Snapshot(ref, sha, head, index_commit, tip, tree, index_tree, tuple(parents[3:]))
+    extras = tuple(p.decode() for p in parents[3:])
+    return Snapshot(ref, sha, head, index_commit, tip, tree, index_tree, extras)
 
 
-def _entries(cwd: Path, tree: str) -> dict[str, tuple[str, str]]:
-    """path -> (mode, sha) of every blob and gitlink in `tree`."""
-    found = {}
-    for line in _z(_git(cwd, "ls-tree", "-r", "-z", "--full-tree", tree)):
-        meta, _, path = line.partition("\t")
-        mode, _kind, sha = meta.split(" ")
-        found[path] = (mode, sha)
-    return found
+# --- restore ------------------------------------------------------------------------------
 
 
-def _blobs(cwd: Path, shas: list[str]) -> dict[str, bytes]:
-    """Raw contents of blobs, read in one `git cat-file --batch`."""
-    if not shas:
-        return {}
-    request = "".join(f"{sha}\n" for sha in shas).encode()
-    out = subprocess.run(
-        ["git", "cat-file", "--batch"],
-        cwd=cwd,
-        env=git_env(read=True),
-        input=request,
-        capture_output=True,
-        check=True,
-    ).stdout
-    contents: dict[str, bytes] = {}
-    position = 0
-    for sha in shas:
-        header_end = out.index(b"\n", position)
-        size = int(out[position:header_end].split()[2])
-        start = header_end + 1
-        contents[sha] = out[start : start + size]
-        position = start + size + 1
-    return contents
+class Blobs:
+    """Blob contents streamed from one `git cat-file --batch` (a blob is read in chunks straight
+    into its file, never whole into memory). Each blob must be consumed before the next."""
+
+    def __init__(self, cwd: Path) -> None:
+        self._proc = subprocess.Popen(
+            ["git", "cat-file", "--batch"],
+            cwd=cwd,
+            env=git_env(read=True),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+
+    def chunks(self, sha: str) -> Iterator[bytes]:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(f"{sha}\n".encode())
+        self._proc.stdin.flush()
+        header = self._proc.stdout.readline().split()
+        if len(header) != 3 or header[1] != b"blob":
+            raise LaneboardError(f"blob {sha} cannot be read from the repository")
+        remaining = int(header[2])
+        while remaining:
+            chunk = self._proc.stdout.read(min(remaining, 1 << 20))
+            if not chunk:
+                raise LaneboardError(f"blob {sha} ended early")
+            remaining -= len(chunk)
+            yield chunk
+        self._proc.stdout.read(1)  # the newline after the content
+
+    def close(self) -> None:
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        self._proc.wait()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
+
+    def __enter__(self) -> Blobs:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
-def _make_room(path: Path) -> None:
-    """Make room for a file at `path`: remove a file or link there, and any file or link that
-    stands where one of its parent directories must be."""
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        for parent in reversed(path.parents):
-            if parent.is_symlink() or (parent.exists() and not parent.is_dir()):
-                parent.unlink()
-        path.parent.mkdir(parents=True, exist_ok=True)
-
-
-def _already_there(worktree: Path, wanted: dict[str, tuple[str, str]]) -> set[str]:
-    """Paths whose file on disk already holds the wanted bytes and mode (the checkout wrote
-    most of them): hashed raw in one `git hash-object`, so restore rewrites only what differs."""
-    candidates = []
-    for relative, (mode, _sha) in wanted.items():
-        if mode not in ("100644", "100755"):
-            continue
-        try:
-            info = os.lstat(worktree / relative)
-        except OSError:
-            continue
-        executable = bool(info.st_mode & 0o111)
-        if stat.S_ISREG(info.st_mode) and executable == (mode == "100755"):
-            candidates.append(relative)
-    if not candidates:
-        return set()
-    listing = "\n".join(candidates).encode("utf-8", "surrogateescape") + b"\n"
-    shas = _git(worktree, "hash-object", "--no-filters", "--stdin-paths", input=listing).split()
-    return {path for path, sha in zip(candidates, shas, strict=True) if wanted[path][1] == sha}
-
-
-def apply(worktree: Path, snapshot: Snapshot) -> None:
+def apply(worktree: Path, snapshot: Snapshot, *, common_dir: Path) -> None:
     """Make a fresh worktree (checked out at the snapshot's branch tip) hold the snapshot:
     HEAD at the snapshot's HEAD, the index as staged, the files byte for byte as they were on
-    disk, untracked files untracked. Idempotent, so an interrupted restore can run it again."""
+    disk, untracked files untracked. Nothing is written through a link: a symlink (or file) that
+    stands where the snapshot holds a directory is removed first. Idempotent, so an interrupted
+    restore can run it again."""
     if snapshot.tip and snapshot.tip != snapshot.head:
         _git(worktree, "checkout", "-q", "--detach", snapshot.head)
-    wanted = {p: e for p, e in _entries(worktree, snapshot.tree).items() if e[0] != GITLINK}
-    keep = _already_there(worktree, wanted)
-    write = {p: e for p, e in wanted.items() if p not in keep}
-    contents = _blobs(worktree, sorted({sha for _mode, sha in write.values()}))
-    for relative, (mode, sha) in sorted(write.items()):
-        target = worktree / relative
-        _make_room(target)
-        if mode == "120000":
-            os.symlink(os.fsdecode(contents[sha]), target)
-            continue
-        descriptor = os.open(
-            target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o777 if mode == "100755" else 0o666
-        )
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(contents[sha])
-    gone = set(_entries(worktree, snapshot.head)) | set(_entries(worktree, snapshot.index_tree))
-    for relative in sorted(gone - set(wanted)):
-        target = worktree / relative
-        if target.is_symlink() or target.is_file():
-            target.unlink()
+    present = {p: e for p, e in tree_entries(worktree, snapshot.head).items() if e[0] != GITLINK}
+    wanted = {p: e for p, e in tree_entries(worktree, snapshot.tree).items() if e[0] != GITLINK}
+    same = [p for p, e in wanted.items() if present.get(p) == e and e[0] != SYMLINK]
+    suspect = converted(worktree, common_dir, same, everything=[*present, *wanted])
+    with Below(worktree) as below, Blobs(worktree) as blobs:
+        for path in sorted(set(present) - set(wanted), reverse=True):
+            below.remove(path)
+        for path, (mode, sha) in sorted(wanted.items()):
+            if present.get(path) == (mode, sha) and path not in suspect:
+                continue  # the checkout wrote exactly this blob
+            if _holds(below, path, mode, sha):
+                continue
+            if mode == SYMLINK:
+                below.symlink(path, b"".join(blobs.chunks(sha)), clear_links=True)
+            else:
+                below.write(path, blobs.chunks(sha), executable=mode == "100755", clear_links=True)
     _git(worktree, "read-tree", snapshot.index_tree)
-    run_git(["update-index", "-q", "--refresh"], cwd=worktree, read=False, check=False)
+    run_git([*NO_HOOKS, "update-index", "-q", "--refresh"], cwd=worktree, read=False, check=False)
+
+
+def _holds(below: Below, path: str, mode: str, sha: str) -> bool:
+    """The entry at `path` already has the wanted kind, exec bit and raw bytes."""
+    info = below.lstat(path)
+    if info is None:
+        return False
+    if mode == SYMLINK:
+        if not stat.S_ISLNK(info.st_mode):
+            return False
+        target = below.readlink(path)
+        return raw_sha([target], len(target)) == sha
+    if not stat.S_ISREG(info.st_mode):
+        return False
+    if bool(info.st_mode & stat.S_IXUSR) != (mode == "100755"):
+        return False
+    return raw_sha(below.chunks(path), info.st_size) == sha
 
 
 def next_number(existing: list[int]) -> int:

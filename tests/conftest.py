@@ -7,7 +7,10 @@ result. Git repositories are real repositories in `tmp_path`.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +20,8 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+DEADLINE = 30.0
+"""Seconds any single laneboard command of a test may take before the test fails."""
 
 
 @pytest.fixture(autouse=True)
@@ -73,24 +78,76 @@ class CliResult:
     err: str
 
 
-def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> CliResult:
-    """Run `laneboard` as a separate process, as an operator or a script would."""
-    result = subprocess.run(
-        [sys.executable, "-P", "-m", "tui.cli", *args],
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return CliResult(result.returncode, result.stdout, result.stderr)
+PROCESS_ONLY = ("LANEBOARD_FAULT", "LANEBOARD_PAUSE")
+"""Environment variables that make a command kill or block itself: such runs need a process."""
+
+
+def run_cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, process: bool = False
+) -> CliResult:
+    """Run `laneboard` with `args` in `cwd`, as an operator or a script would.
+
+    In this process by default (argument parsing, output and exit code are the same code path,
+    without paying a Python start per call); as a separate process when asked, for `exec` (it
+    hands its own stdio and signals to the command), and when `env` asks for a fault or a pause.
+    """
+    extra = env or {}
+    if process or args[:1] == ("exec",) or any(key in extra for key in PROCESS_ONLY):
+        result = subprocess.run(
+            [sys.executable, "-P", "-m", "tui.cli", *args],
+            cwd=cwd,
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **extra},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return CliResult(result.returncode, result.stdout, result.stderr)
+    return _in_process(list(args), cwd, extra)
+
+
+class Hung(BaseException):
+    """An in-process command ran past its deadline (a BaseException, so that the CLI's last
+    line of defence does not turn it into an exit code: the test fails, naming the command)."""
+
+
+def _in_process(args: list[str], cwd: Path, env: dict[str, str]) -> CliResult:
+    from tui.cli import main
+
+    def hung(signum: int, frame: object) -> None:
+        raise Hung(f"laneboard {' '.join(args)} still running after {DEADLINE}s")
+
+    saved_env = dict(os.environ)
+    saved_cwd = os.getcwd()
+    out, err = io.StringIO(), io.StringIO()
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.setitimer(signal.ITIMER_REAL, DEADLINE)
+    try:
+        os.environ.update(env)
+        os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(args)
+            except SystemExit as stop:  # argparse's --help
+                code = stop.code if isinstance(stop.code, int) else 1
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return CliResult(code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture
 def cli(repo: Path):  # type: ignore[no-untyped-def]
     """`cli("new", "x", "--no-start")` runs laneboard in the test repo."""
 
-    def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> CliResult:
-        return run_cli(*args, cwd=cwd or repo, env=env)
+    def run(
+        *args: str,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+        process: bool = False,
+    ) -> CliResult:
+        return run_cli(*args, cwd=cwd or repo, env=env, process=process)
 
     return run

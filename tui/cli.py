@@ -35,11 +35,17 @@ def _start(args: argparse.Namespace) -> Path:
     return Path(args.repo or os.getcwd())
 
 
+_OPENED: list[Board] = []
+"""Boards this invocation opened; `main` closes their ledgers when the command ends."""
+
+
 def _board() -> Board:
     from core.ledger import Ledger
     from core.service import Board
 
-    return Board(Ledger.open_default())
+    board = Board(Ledger.open_default())
+    _OPENED.append(board)
+    return board
 
 
 def _repo(board: Board, args: argparse.Namespace, *, register: bool = False) -> RepoContext:
@@ -78,7 +84,9 @@ def cmd_new(args: argparse.Namespace) -> int:
     if not args.no_start:
         raise UsageError("starting an agent is not available yet; pass --no-start")
     board = _board()
-    task, ctx = board.new(_start(args), args.name, base=args.base, on_wait=_print_wait)
+    task, ctx = board.new(
+        _start(args), args.name, base=args.base, on_wait=_print_wait, on_output=_print_output
+    )
     return _report(args, task, ctx, f"{task.state.value} at {task.worktree_path} on {task.branch}")
 
 
@@ -227,8 +235,16 @@ def cmd_discard(args: argparse.Namespace) -> int:
 def cmd_restore(args: argparse.Namespace) -> int:
     board = _board()
     ctx = _repo(board, args)
-    task = board.restore(ctx, args.name, on_wait=_print_wait)
+    task = board.restore(ctx, args.name, as_name=args.as_name, on_wait=_print_wait)
     return _report(args, task, ctx, f"restored at {task.worktree_path} on {task.branch}")
+
+
+def _print_output(chunk: bytes) -> None:
+    """A setup command's output, passed through as it comes (to stderr: stdout is the result)."""
+    sys.stderr.buffer.write(chunk) if hasattr(sys.stderr, "buffer") else sys.stderr.write(
+        chunk.decode(errors="replace")
+    )
+    sys.stderr.flush()
 
 
 def _print_wait(lease: Lease) -> None:
@@ -353,9 +369,9 @@ def _parser() -> _Parser:
         help="save uncommitted, untracked and unique work in a "
         "snapshot and remove anyway (other blockers still refuse)",
     )
-    add(
-        "restore", cmd_restore, "bring a discarded task back from its newest snapshot"
-    ).add_argument("name")
+    restore = add("restore", cmd_restore, "bring a discarded task back from its newest snapshot")
+    restore.add_argument("name", help="the task's name or id")
+    restore.add_argument("--as", dest="as_name", metavar="NAME", help="restore under another name")
 
     run = add("exec", cmd_exec, "run a command in a lane, waiting for admission", json=False)
     where = run.add_mutually_exclusive_group(required=True)
@@ -394,6 +410,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"laneboard: internal error: {type(err).__name__}: {err}", file=sys.stderr)
         print("  (set LANEBOARD_DEBUG=1 to see the traceback)", file=sys.stderr)
         return 1
+    finally:
+        while _OPENED:
+            _OPENED.pop().ledger.close()
 
 
 if __name__ == "__main__":

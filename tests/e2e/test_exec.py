@@ -154,7 +154,10 @@ def test_lease_of_a_killed_holder_is_reaped(board: Path, spawn) -> None:
     first = _seq_of(a)
     waiting = spawn("a")
     waiting.expect(r"waiting for its lane", "err")
-    a.kill_group()  # SIGKILL exec and its command: nobody releases the lease
+    command = _lease(first).child_pid
+    assert command is not None
+    a.kill_group()  # SIGKILL exec, then its command (in a session of its own): nobody releases
+    os.killpg(command, signal.SIGKILL)
     second = _seq_of(waiting)
     assert _lease(first).release_reason == "holder died"
     waiting.send("exit 0")

@@ -219,13 +219,27 @@ def test_failed_setup_rolls_back_exactly_what_the_task_created(repo: Path, cli) 
     result = cli("new", "bad", "--no-start")
     assert result.code == 1
     assert "setup command exited with 3: boom" in result.err
+    saved = git(repo, "for-each-ref", "--format=%(refname)", "refs/laneboard/snapshots/")
+    # What was in the worktree beyond its checkout (here setup's own file; it could as well be
+    # an operator's edit made while a long setup ran) is saved before the worktree goes.
+    assert git(repo, "ls-tree", "-r", "--name-only", saved).splitlines() == [
+        "README.md",
+        "made-by-setup",
+    ]
+    git(repo, "update-ref", "-d", saved)
     assert (_refs(repo), _worktrees(repo)) == before
     assert not (repo / ".worktrees" / "bad").exists()
     assert not (repo / ".git" / "worktrees" / "bad").exists()
     log = json.loads(cli("log", "bad", "--json").out)
     assert log["state"] == "failed"
     kinds = [e["kind"] for e in log["events"]]
-    assert kinds[-4:] == ["rollback.intent", "worktree.removed", "branch.deleted", "task.failed"]
+    assert kinds[-5:] == [
+        "rollback.intent",
+        "snapshot.created",
+        "worktree.removed",
+        "branch.deleted",
+        "task.failed",
+    ]
     # The name is free again; the failed record stays.
     (repo / ".laneboard.toml").unlink()
     assert cli("new", "bad", "--no-start").code == 0
@@ -268,15 +282,16 @@ def test_failed_worktree_add_leaves_no_branch_or_worktree(repo: Path, cli) -> No
 
 def test_an_area_that_is_a_file_is_refused_cleanly(repo: Path, cli) -> None:
     """Regression: an OSError (here: the area is a file) skipped rollback and left the task in
-    `provisioning` with an internal error."""
+    `provisioning` with an internal error. Now the area is checked before anything is written."""
     (repo / ".worktrees").write_text("not a directory\n")
     before = _refs(repo)
     result = cli("new", "a", "--no-start")
     assert result.code == 1
-    assert "internal error" not in result.err
-    assert result.err.startswith("laneboard: provisioning a failed: ")
+    assert result.err == (
+        f"laneboard: the worktree area {repo / '.worktrees'} exists and is not a directory\n"
+    )
     assert _refs(repo) == before
-    assert json.loads(cli("show", "a", "--json").out)["state"] == "failed"
+    assert cli("show", "a").code == 1
 
 
 def test_refused_new_does_not_register_the_repo(repo: Path, cli) -> None:

@@ -1,0 +1,109 @@
+"""The setup command of a new worktree (config `provision.setup`, e.g. `npm ci`), run under the
+task's worktree lane right after the worktree is created.
+
+Its output goes to a log file in the state dir (`logs/<task id>/setup.log`, kept), is streamed
+to the caller as it comes (`on_output`), so a long install does not look hung, and its tail
+(up to `JOURNAL_BYTES`) is kept in the journal with the exit code. A non-zero exit fails
+provisioning, which then rolls back.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from core.config import state_dir
+from core.errors import LaneboardError
+from core.leases import LEASE_ENV, Lease, LeaseKind
+from core.ledger import Ledger
+from core.models import Actor, Task
+from core.repo import RepoContext
+from core.runner import find_command, spawn_and_wait
+
+JOURNAL_BYTES = 64 * 1024
+"""At most this much of the setup's output (its end) goes into the journal."""
+
+OnWait = Callable[[Lease], None] | None
+OnOutput = Callable[[bytes], None] | None
+
+
+def log_path(task: Task) -> Path:
+    return state_dir() / "logs" / task.id / "setup.log"
+
+
+def run_setup(
+    ctx: RepoContext,
+    ledger: Ledger,
+    task: Task,
+    actor: Actor,
+    on_wait: OnWait,
+    on_output: OnOutput = None,
+) -> None:
+    """Run the configured setup command in the worktree, holding its worktree lane (the worktree
+    was verified just before); a non-zero exit raises."""
+    setup = ctx.settings.provision.setup
+    if not setup:
+        ledger.append_event(task.id, ctx.repo.id, "setup.done", actor, {"command": None})
+        return
+    argv = ["/bin/sh", "-c", setup] if isinstance(setup, str) else list(setup)
+    env = {
+        **os.environ,
+        **ctx.settings.env,
+        "LANEBOARD_TASK": task.name,
+        "LANEBOARD_TASK_ID": task.id,
+        "LANEBOARD_WORKTREE": task.worktree_path,
+        "LANEBOARD_ROOT": str(ctx.root),
+    }
+    executable = find_command(argv[0])
+    if executable is None:
+        raise LaneboardError(f"setup command not found: {argv[0]}")
+    log = log_path(task)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with (
+        ctx.lane(ledger, task.id, LeaseKind.SETUP, argv, on_wait) as held,
+        open(log, "wb") as output,
+        open(log, "rb") as follow,
+        open(os.devnull, "rb") as nothing,
+    ):
+        ledger.append_event(
+            task.id, ctx.repo.id, "setup.started", actor, {"command": argv, "log": str(log)}
+        )
+        env[LEASE_ENV] = str(held.lease.seq)
+
+        def stream() -> None:
+            if on_output is not None and (chunk := follow.read()):
+                on_output(chunk)
+
+        code = spawn_and_wait(
+            executable,
+            argv,
+            Path(task.worktree_path),
+            env,
+            held.record_child,
+            stdin=nothing.fileno(),
+            output=output.fileno(),
+            tick=stream,
+        )
+        stream()
+        held.exit_code = code
+    size = log.stat().st_size
+    with open(log, "rb") as handle:
+        handle.seek(max(0, size - JOURNAL_BYTES))
+        tail = handle.read().decode(errors="replace")
+    data: dict[str, Any] = {
+        "command": argv,
+        "exit_code": code,
+        "output": tail,
+        "output_truncated": size > JOURNAL_BYTES,
+        "log": str(log),
+    }
+    if code != 0:
+        ledger.append_event(task.id, ctx.repo.id, "setup.failed", actor, data)
+        lines = [line for line in tail.splitlines() if line.strip()]
+        raise LaneboardError(
+            f"setup command exited with {code}: {lines[-1] if lines else 'no output'} "
+            f"(whole output: {log})"
+        )
+    ledger.append_event(task.id, ctx.repo.id, "setup.done", actor, data)
