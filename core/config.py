@@ -88,6 +88,9 @@ class CleanupSettings:
 
     rebuildable: tuple[str, ...] = DEFAULT_REBUILDABLE
     """Ignored files and directories that removal may delete because tools rebuild them."""
+    trust_pid_namespace: bool = False
+    """Inside a PID namespace of its own (a container), laneboard cannot see processes outside
+    it that may be working in a worktree, and refuses removal; true accepts that risk."""
 
 
 @dataclass(frozen=True)

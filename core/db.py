@@ -113,7 +113,32 @@ MIGRATIONS: Sequence[str] = (
     ALTER TABLE leases ADD COLUMN pgid INTEGER;
     ALTER TABLE leases ADD COLUMN sid INTEGER;
     """,
+    # 4: a repository is found again after it moves: its common dir's device/inode and root
+    # commit survive a `mv`.
+    """
+    ALTER TABLE repos ADD COLUMN common_dev INTEGER;
+    ALTER TABLE repos ADD COLUMN common_ino INTEGER;
+    ALTER TABLE repos ADD COLUMN root_commit TEXT;
+    """,
 )
+
+
+def to_db(path: str) -> str | bytes:
+    """A path as the ledger stores it: text when it is valid UTF-8, else its raw bytes (a BLOB;
+    SQLite's TEXT must be UTF-8, and a path may be any bytes). Compare with `to_db` too."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "surrogateescape")
+    return path
+
+
+def from_db(value: str | bytes | None) -> str | None:
+    """A path read back from the ledger (undecodable bytes as surrogate escapes, as
+    `os.fsdecode` gives them)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "surrogateescape")
+    return value
 
 
 def default_path() -> Path:

@@ -144,11 +144,14 @@ def _leftover(task: Task, entries: dict[str, WorktreeEntry], live_paths: set[str
 def _live_task(ctx: RepoContext, task: Task, entries: dict[str, WorktreeEntry]) -> list[Finding]:
     found: list[Finding] = []
     path = os.path.realpath(task.worktree_path)
-    if path not in entries:
+    gone = not os.path.lexists(task.worktree_path)
+    if gone or path not in entries:
+        what = "is gone" if gone else "is not a worktree git knows"
         found.append(
             Finding(
                 "missing-worktree",
-                f"git has no worktree at {task.worktree_path}",
+                f"{task.worktree_path} {what}; `laneboard discard {task.name}` ends the task, "
+                "saving what its branch still holds",
                 task.name,
                 task.id,
             )

@@ -124,7 +124,7 @@ def observe(
     assert admin is not None  # verification passed, so the admin dir is there
     lock = _read_lock(admin)
     unique, kept = commits_at_stake(ctx, task, admin, seen.head)
-    unseen = procs.unseen()
+    unseen = procs.unseen(trust_namespace=ctx.settings.cleanup.trust_pid_namespace)
     facts = WorktreeFacts(
         head=seen.head,
         unborn=seen.head is None,

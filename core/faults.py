@@ -1,8 +1,15 @@
-"""Named fault-injection points, so tests can kill laneboard at each step of a multi-step change.
+"""Named fault-injection points, so tests can kill or hold laneboard at each step of a
+multi-step change.
 
 `LANEBOARD_FAULT=<point>` makes the process SIGKILL itself when it reaches that point: no
 `finally`, no atexit, exactly like a power cut or `kill -9`. Reconciliation (`laneboard doctor`)
 must then find the interrupted change in the ledger and finish or undo it exactly.
+
+`LANEBOARD_PAUSE=<point>:<dir>` makes it stop there instead, until told to go on: it writes the
+point's name into the FIFO `<dir>/reached` and waits for a byte on the FIFO `<dir>/go` (the
+first time only: a step that repeats goes on the second time). A test
+uses it to act at an exact moment (retain during a discard, write a file just before removal)
+without any sleep. Both do nothing unless the variable names this point.
 """
 
 from __future__ import annotations
@@ -30,9 +37,19 @@ POINTS = (
 would otherwise never fire and the test would pass vacuously)."""
 
 
+PAUSE_ENV = "LANEBOARD_PAUSE"
+
+
 def checkpoint(point: str) -> None:
-    """Die here, uncleanly, if the environment asks for it."""
+    """Die here, uncleanly, or wait here, if the environment asks for it."""
     if point not in POINTS:
         raise ValueError(f"unknown fault point {point!r}")
     if os.environ.get(ENV) == point:
         os.kill(os.getpid(), signal.SIGKILL)
+    paused, _, directory = os.environ.get(PAUSE_ENV, "").partition(":")
+    if paused == point and directory:
+        del os.environ[PAUSE_ENV]  # once: a step that repeats goes on the second time
+        with open(os.path.join(directory, "reached"), "w") as reached:
+            reached.write(point + "\n")
+        with open(os.path.join(directory, "go"), "rb") as go:
+            go.read(1)

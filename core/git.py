@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -113,10 +113,22 @@ class NotARepository(GitError):
     """The path is inside no git repository."""
 
 
-def discover(path: Path) -> RepoPaths:
+class BareRepository(GitError):
+    """The repository has no main checkout (documented in the README: laneboard keeps the
+    root checkout as the user's own and fast-forwards it on integration; a bare repository
+    with only linked worktrees has no such checkout)."""
+
+
+def discover(
+    path: Path, *, registered_root: Callable[[Path], Path | None] | None = None
+) -> RepoPaths:
     """The repository containing `path` (its root or any of its worktrees).
 
-    Refuses a bare repository: laneboard needs a root checkout it can leave untouched.
+    The root is where the main checkout's files are, whatever its `.git` is: a directory, a
+    symlink to one, or a gitfile (`git init --separate-git-dir`), never the git dir's parent.
+    From a linked worktree the main checkout is found through the common dir (its `.git`
+    parent, or `core.worktree`), else as `registered_root` recorded it; otherwise refused.
+    Refuses a bare repository.
     """
     try:
         found = pygit2.discover_repository(str(path))
@@ -124,19 +136,68 @@ def discover(path: Path) -> RepoPaths:
         raise GitError(f"{path}: cannot read a git repository here: {err}") from None
     if found is None:
         raise NotARepository(f"{path} is not inside a git repository")
-    gitdir = Path(found)
+    gitdir = Path(os.path.realpath(found))
     commondir_file = gitdir / "commondir"
     if commondir_file.is_file():
-        common = (gitdir / commondir_file.read_text().strip()).resolve()
+        common = Path(os.path.realpath(gitdir / commondir_file.read_text().strip()))
     else:
-        common = gitdir.resolve()
+        common = gitdir
     try:
         repo = pygit2.Repository(str(common))
     except pygit2.GitError as err:
         raise GitError(f"{common}: cannot open the repository: {err}") from None
-    if repo.is_bare or repo.workdir is None:
-        raise GitError(f"{common} is a bare repository; laneboard needs a checkout")
-    return RepoPaths(common_dir=common, root=Path(repo.workdir).resolve())
+    if repo.is_bare:
+        raise BareRepository(
+            f"{common} is a bare repository: laneboard needs its main checkout, which it leaves "
+            "to you and integrates into; clone it without --bare to use laneboard"
+        )
+    root = _checkout_of(Path(os.path.abspath(path)), common) if gitdir == common else None
+    root = root or _main_checkout(repo, common)
+    if root is None and registered_root is not None:
+        root = registered_root(common)
+    if root is None:
+        raise GitError(
+            f"cannot tell where the main checkout of {common} is; run `laneboard init` in it"
+        )
+    return RepoPaths(common_dir=common, root=root)
+
+
+def _checkout_of(path: Path, gitdir: Path) -> Path | None:
+    """The checkout containing `path` whose `.git` leads to `gitdir`, or None."""
+    for directory in (path, *path.parents):
+        dotgit = directory / ".git"
+        if os.path.lexists(dotgit):
+            return Path(os.path.realpath(directory)) if _leads_to(dotgit, gitdir) else None
+    return None
+
+
+def _main_checkout(repo: pygit2.Repository, common: Path) -> Path | None:
+    """The main checkout of `common` as git records it (`core.worktree`, or the parent of a
+    git dir named `.git`), when its `.git` leads back to `common`."""
+    candidates = []
+    try:
+        configured = repo.config["core.worktree"]
+    except (KeyError, pygit2.GitError):
+        configured = None
+    if configured:
+        candidates.append(Path(os.path.realpath(common / configured)))
+    if common.name == ".git":
+        candidates.append(common.parent)
+    return next((c for c in candidates if _leads_to(c / ".git", common)), None)
+
+
+def _leads_to(dotgit: Path, gitdir: Path) -> bool:
+    """`dotgit` (a directory, a symlink to one, or a `gitdir:` file) is the git dir `gitdir`."""
+    if dotgit.is_dir():
+        return Path(os.path.realpath(dotgit)) == gitdir
+    try:
+        content = dotgit.read_bytes()[: 1 << 20].rstrip(b"\r\n")
+    except OSError:
+        return False
+    if not content.startswith(b"gitdir: "):
+        return False
+    target = Path(os.fsdecode(content[len(b"gitdir: ") :]))
+    return Path(os.path.realpath(dotgit.parent / target)) == gitdir
 
 
 def resolve_at(path: Path, ref: str) -> str:
@@ -261,6 +322,13 @@ class GitRepo:
         except (pygit2.GitError, KeyError, ValueError):
             return False
         return bool(entries) and (entries[-1].message or "").strip() == message
+
+    def root_commit(self) -> str | None:
+        """A commit without parents that HEAD's history starts from (None when HEAD is unborn):
+        part of what identifies the repository after it moves."""
+        result = run_git(["rev-list", "--max-parents=0", "HEAD"], cwd=self.paths.root, check=False)
+        roots = result.stdout.decode().split()
+        return roots[-1] if result.returncode == 0 and roots else None
 
     def has_commit(self, sha: str) -> bool:
         try:

@@ -29,7 +29,7 @@ from pathlib import Path
 from sqlite3 import Connection, Row
 
 from core import lanes, procs
-from core.db import Database
+from core.db import Database, from_db, to_db
 from core.errors import LaneboardError, WaitTimeout
 
 LEASE_ENV = "LANEBOARD_LEASE"
@@ -63,6 +63,8 @@ class LeaseKind(StrEnum):
     """Bringing a discarded task back from a snapshot (root lane)."""
     INTEGRATE = "integrate"
     """Integration into a target branch (root lane)."""
+    REPAIR = "repair"
+    """`git worktree repair` of laneboard's worktrees after their repository moved (root lane)."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,7 @@ class Lease:
         data["kind"] = LeaseKind(data["kind"])
         data["state"] = LeaseState(data["state"])
         data["command"] = json.loads(data["command"])
+        data["wake"] = from_db(data["wake"])
         return cls(**data)
 
     def holder_alive(self) -> bool:
@@ -227,7 +230,7 @@ class LeaseStore:
                     start,
                     json.dumps(command),
                     time.time(),
-                    wake,
+                    None if wake is None else to_db(wake),
                     repo_cap,
                 ),
             )

@@ -12,11 +12,12 @@ import json
 import secrets
 import sqlite3
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from core import procs
-from core.db import Database, default_path
+from core.db import Database, default_path, from_db, to_db
 from core.errors import LaneboardError, LedgerError
 from core.identity import Identity
 from core.lifecycle import DISPOSITION_OF, OWNED, check_transition
@@ -25,6 +26,14 @@ from core.models import Actor, Event, Repo, Task, TaskState
 
 class NameTaken(LaneboardError):
     """Another live task of the repo already has this name."""
+
+
+def fields_json(fields: dict[str, Any]) -> dict[str, Any]:
+    """Task fields as journal data (an identity as its four numbers)."""
+    return {
+        key: value.as_dict() if isinstance(value, Identity) else value
+        for key, value in fields.items()
+    }
 
 
 class NotOwner(LaneboardError):
@@ -47,6 +56,8 @@ def _task_from_row(row: sqlite3.Row) -> Task:
         )
     data = {key: row[key] for key in row.keys() if key not in Identity.FIELDS}  # noqa: SIM118
     data["identity"] = identity
+    for key in PATH_COLUMNS:
+        data[key] = from_db(data[key])
     data["agent_argv"] = json.loads(row["agent_argv"]) if row["agent_argv"] else None
     data["branch_created_by_us"] = bool(row["branch_created_by_us"])
     data["worktree_created_by_us"] = bool(row["worktree_created_by_us"])
@@ -56,7 +67,24 @@ def _task_from_row(row: sqlite3.Row) -> Task:
 
 
 def _repo_from_row(row: sqlite3.Row) -> Repo:
-    return Repo.model_validate(dict(zip(row.keys(), row, strict=True)))
+    data = dict(zip(row.keys(), row, strict=True))
+    data["common_dir"], data["root"] = from_db(data["common_dir"]), from_db(data["root"])
+    data["name"] = from_db(data["name"])
+    return Repo.model_validate(data)
+
+
+PATH_COLUMNS = ("area", "worktree_path")
+"""Task columns that hold paths (stored with `core.db.to_db`)."""
+
+
+@dataclass(frozen=True)
+class RepoIdentity:
+    """What survives a `mv` of a repository: its common dir's device and inode, and its root
+    commit (so a new repository that happens to reuse the inode is not taken for it)."""
+
+    dev: int
+    ino: int
+    root_commit: str | None
 
 
 class Ledger:
@@ -86,22 +114,89 @@ class Ledger:
 
     # --- repos ---------------------------------------------------------------------------
 
-    def ensure_repo(self, common_dir: str, root: str, name: str, actor: Actor) -> tuple[Repo, bool]:
+    def ensure_repo(
+        self,
+        common_dir: str,
+        root: str,
+        name: str,
+        actor: Actor,
+        identity: RepoIdentity | None = None,
+    ) -> tuple[Repo, bool]:
         """The repo row for `common_dir`, created if missing. Returns (repo, created)."""
+        key = to_db(common_dir)
         with self.transaction() as db:
-            row = db.execute("SELECT * FROM repos WHERE common_dir = ?", (common_dir,)).fetchone()
+            row = db.execute("SELECT * FROM repos WHERE common_dir = ?", (key,)).fetchone()
             if row is not None:
                 return _repo_from_row(row), False
             db.execute(
-                "INSERT INTO repos (common_dir, root, name, created_at) VALUES (?, ?, ?, ?)",
-                (common_dir, root, name, time.time()),
+                "INSERT INTO repos (common_dir, root, name, created_at, common_dev, common_ino, "
+                "root_commit) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    to_db(root),
+                    to_db(name),
+                    time.time(),
+                    identity.dev if identity else None,
+                    identity.ino if identity else None,
+                    identity.root_commit if identity else None,
+                ),
             )
-            row = db.execute("SELECT * FROM repos WHERE common_dir = ?", (common_dir,)).fetchone()
+            row = db.execute("SELECT * FROM repos WHERE common_dir = ?", (key,)).fetchone()
             self._event(db, None, row["id"], "repo.registered", actor, {"root": root})
             return _repo_from_row(row), True
 
+    def set_repo_identity(self, repo_id: int, identity: RepoIdentity) -> None:
+        """Record the identity of a repo registered before identities were kept."""
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE repos SET common_dev = ?, common_ino = ?, root_commit = ? WHERE id = ?",
+                (identity.dev, identity.ino, identity.root_commit, repo_id),
+            )
+
+    def repos_by_identity(self, dev: int, ino: int) -> list[Repo]:
+        rows = self._db.execute(
+            "SELECT * FROM repos WHERE common_dev = ? AND common_ino = ?", (dev, ino)
+        )
+        return [_repo_from_row(r) for r in rows]
+
+    def relocate_repo(
+        self,
+        repo_id: int,
+        *,
+        common_dir: str,
+        root: str,
+        tasks: list[tuple[str, dict[str, Any]]],
+        actor: Actor,
+        data: dict[str, Any],
+    ) -> Repo:
+        """Record that a repository moved: its paths, and each live task's new paths (and
+        identity, when re-pinned), with a `repo.moved` event, in one transaction."""
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE repos SET common_dir = ?, root = ? WHERE id = ?",
+                (to_db(common_dir), to_db(root), repo_id),
+            )
+            for task_id, fields in tasks:
+                values = dict(fields)
+                identity = values.pop("identity", None)
+                if isinstance(identity, Identity):
+                    values.update(identity.as_dict())
+                for key in PATH_COLUMNS:
+                    if key in values:
+                        values[key] = to_db(values[key])
+                values["updated_at"] = time.time()
+                assignments = ", ".join(f"{key} = ?" for key in values)
+                db.execute(
+                    f"UPDATE tasks SET {assignments} WHERE id = ?", (*values.values(), task_id)
+                )
+                self._event(db, task_id, repo_id, "task.relocated", actor, {**fields_json(fields)})
+            self._event(db, None, repo_id, "repo.moved", actor, data)
+        return self.repo(repo_id)
+
     def repo_by_common_dir(self, common_dir: str) -> Repo | None:
-        row = self._db.execute("SELECT * FROM repos WHERE common_dir = ?", (common_dir,)).fetchone()
+        row = self._db.execute(
+            "SELECT * FROM repos WHERE common_dir = ?", (to_db(common_dir),)
+        ).fetchone()
         return _repo_from_row(row) if row else None
 
     def repo(self, repo_id: int) -> Repo:
@@ -124,6 +219,9 @@ class Ledger:
         """
         now = time.time()
         row = {**fields, "created_at": now, "updated_at": now}
+        for key in PATH_COLUMNS:
+            if key in row:
+                row[key] = to_db(row[key])
         if TaskState(row["state"]) in OWNED and "owner_pid" not in row:
             # Born in a multi-step change: this process owns it.
             row["owner_pid"], row["owner_start"] = procs.me()
@@ -206,6 +304,9 @@ class Ledger:
             fields.update(identity.as_dict())
         if "agent_argv" in fields and fields["agent_argv"] is not None:
             fields["agent_argv"] = json.dumps(fields["agent_argv"])
+        for key in PATH_COLUMNS:
+            if key in fields:
+                fields[key] = to_db(fields[key])
         with self.transaction() as db:
             row = db.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
             if row is None:

@@ -69,13 +69,17 @@ class Actor(StrEnum):
 
 
 class Repo(_Frozen):
-    """A registered repository, keyed by the realpath of its common git dir."""
+    """A registered repository, keyed by the realpath of its common git dir, and found again
+    after a move by the device/inode of that dir and its root commit."""
 
     id: int
     common_dir: str
     root: str
     name: str
     created_at: float
+    common_dev: int | None = None
+    common_ino: int | None = None
+    root_commit: str | None = None
 
 
 class Task(_Frozen):

@@ -67,9 +67,16 @@ def me() -> tuple[int, int]:
     return pid, start_time(pid) or 0
 
 
-def unseen() -> str | None:
-    """Why the processes inside a directory cannot be known (None when they can): without a
-    readable process table, "no process is inside" would be a guess."""
+INITIAL_PID_NAMESPACE = "pid:[4026531836]"
+"""The kernel's initial PID namespace (PROC_PID_INIT_INO): outside it, other processes on the
+machine are invisible."""
+
+
+def unseen(*, trust_namespace: bool = False) -> str | None:
+    """Why the processes inside a directory cannot all be known (None when they can): without a
+    readable process table, or from a PID namespace of its own (a container, `unshare`), where
+    processes outside it are invisible, "no process is inside" would be a guess.
+    `trust_namespace` accepts the second (config `cleanup.trust_pid_namespace`)."""
     me = str(os.getpid())
     try:
         entries = os.listdir(PROC)
@@ -78,6 +85,15 @@ def unseen() -> str | None:
         return f"the process table {PROC} cannot be read ({err.strerror or err})"
     if me not in entries:
         return f"{PROC} does not list this process"
+    try:
+        namespace = os.readlink(f"{PROC}/self/ns/pid")
+    except OSError:
+        namespace = INITIAL_PID_NAMESPACE
+    if namespace != INITIAL_PID_NAMESPACE and not trust_namespace:
+        return (
+            "laneboard runs in a PID namespace of its own (a container?), so processes outside "
+            "it are invisible; set cleanup.trust_pid_namespace = true if none writes here"
+        )
     return None
 
 

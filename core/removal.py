@@ -440,9 +440,8 @@ class Discard:
 
     def _unregister(self, where: Path) -> None:
         """Remove git's registration of a worktree whose directory is gone (only that one)."""
-        entries = worktree_list(self.ctx.root)
-        for path in (where, self.original):
-            if listed(entries, path) is not None:
+        for path in dict.fromkeys((where, self.original)):
+            if listed(worktree_list(self.ctx.root), path) is not None:
                 worktree_remove(self.ctx.root, path, force=False)
 
     def _remove_missing(self) -> None:

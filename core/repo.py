@@ -16,6 +16,7 @@ from core.git import GitRepo, RepoPaths, discover
 from core.leases import Held, Lease, LeaseKind, LeaseStore, hold
 from core.ledger import Ledger
 from core.models import Actor, Repo, Task
+from core.relocate import Relocation, find_moved, identity_of, relocate
 from core.verify import Verdict, verify_worktree
 
 
@@ -31,6 +32,8 @@ class RepoContext:
     git: GitRepo
     registered_now: bool = False
     """This context registered the repo (it was unknown to the ledger before)."""
+    relocation: Relocation | None = None
+    """Set when opening it found the repo moved since it was registered (and repaired it)."""
 
     @property
     def root(self) -> Path:
@@ -84,19 +87,40 @@ class RepoContext:
 
 def open_repo(ledger: Ledger, path: Path, *, register: bool, actor: Actor) -> RepoContext:
     """The repo that contains `path`. With `register`, an unknown repo is registered (as
-    `laneboard init` does); otherwise it is refused with a hint."""
-    paths = discover(path)
+    `laneboard init` does); otherwise it is refused with a hint. A registered repo that moved
+    is recognised by its identity, and its record and laneboard's worktrees are repaired."""
+
+    def registered_root(common: Path) -> Path | None:
+        known = ledger.repo_by_common_dir(str(common))
+        return Path(known.root) if known else None
+
+    paths = discover(path, registered_root=registered_root)
     settings = load_settings(paths.root)
+    git = GitRepo(paths)
     repo = ledger.repo_by_common_dir(str(paths.common_dir))
     created = False
+    relocation = None
     if repo is None:
-        if not register:
+        identity = identity_of(paths, git)
+        moved = find_moved(ledger, paths, identity, git)
+        if moved is not None:
+            relocation = relocate(ledger, moved, paths, settings, actor)
+            repo = relocation.repo
+        elif not register:
             raise NotRegistered(
                 f"{paths.root} is not registered with laneboard; run `laneboard init {paths.root}`"
             )
-        repo, created = ledger.ensure_repo(
-            str(paths.common_dir), str(paths.root), paths.name, actor
-        )
+        else:
+            repo, created = ledger.ensure_repo(
+                str(paths.common_dir), str(paths.root), paths.name, actor, identity
+            )
+    elif repo.common_ino is None:  # registered before identities were kept
+        ledger.set_repo_identity(repo.id, identity_of(paths, git))
     return RepoContext(
-        repo=repo, paths=paths, settings=settings, git=GitRepo(paths), registered_now=created
+        repo=repo,
+        paths=paths,
+        settings=settings,
+        git=git,
+        registered_now=created,
+        relocation=relocation,
     )

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from core.config import Settings
-from core.db import Database
+from core.db import Database, from_db, to_db
 from core.errors import LaneboardError
 from core.identity import Identity
 from core.leases import LEASE_ENV, Lease, LeaseKind, LeaseStore, hold
@@ -74,11 +74,11 @@ def resolve_target(db: Database, start: Path, lane: str | None) -> LaneTarget:
     if common is None:
         raise LaneboardError(f"{start} is not inside a git repository")
     repo = db.conn.execute(
-        "SELECT id, root FROM repos WHERE common_dir = ?", (str(common),)
+        "SELECT id, root FROM repos WHERE common_dir = ?", (to_db(str(common)),)
     ).fetchone()
     if repo is None:
         raise LaneboardError(f"{start} is in no registered repository; run `laneboard init`")
-    root = Path(repo["root"])
+    root = Path(from_db(repo["root"]) or "")
     if lane is None:
         return LaneTarget(repo["id"], root, common, None, "root", root)
     task = db.conn.execute(
@@ -98,8 +98,8 @@ def resolve_target(db: Database, start: Path, lane: str | None) -> LaneTarget:
         common_dir=common,
         lane=task["id"],
         label=task["name"],
-        cwd=Path(task["worktree_path"]),
-        area=Path(task["area"]),
+        cwd=Path(from_db(task["worktree_path"]) or ""),
+        area=Path(from_db(task["area"]) or ""),
         admin_name=task["admin_name"],
         identity=identity,
     )

@@ -25,7 +25,7 @@ from core.models import Actor, Event, Repo, Task
 from core.names import branch_for
 from core.repo import RepoContext, open_repo
 from core.runtime import NoRuntime, Runtime
-from core.verify import Verdict
+from core.verify import Reason, Verdict, verify_worktree
 
 
 class UnknownTask(LaneboardError):
@@ -176,11 +176,48 @@ class Board:
         task = self.task(ctx, name)
         return task, self.ledger.events(task.id)
 
-    def verify(self, ctx: RepoContext, name: str) -> tuple[Task, Verdict]:
-        """Verify the task's worktree against its pinned identity (filesystem reads only)."""
+    def verify(self, ctx: RepoContext, name: str, *, repin: bool = False) -> tuple[Task, Verdict]:
+        """Verify the task's worktree against its pinned identity (filesystem reads only).
+
+        `repin` takes a new device number after a remount: allowed only when every other check
+        passes and both inodes are still the pinned ones, so it can never adopt another
+        directory; it is journalled with the old and new identity."""
         task = self.task(ctx, name)
         verdict = ctx.verify(task)
-        return task, verdict
+        if not repin or verdict.ok:
+            return task, verdict
+        if verdict.reason is not Reason.IDENTITY_CHANGED or task.identity is None:
+            raise LaneboardError(f"{task.name}: --repin only follows a device change: {verdict}")
+        seen = verify_worktree(
+            Path(task.worktree_path),
+            area=Path(task.area),
+            common_dir=ctx.common_dir,
+            admin_name=task.admin_name,
+            identity=None,
+        )
+        old = task.identity
+        new = seen.identity
+        if (
+            not seen.ok
+            or new is None
+            or (new.dir_ino, new.gitfile_ino)
+            != (
+                old.dir_ino,
+                old.gitfile_ino,
+            )
+        ):
+            raise LaneboardError(
+                f"{task.name}: refusing to repin: {task.worktree_path} is not the directory "
+                "laneboard created (its inodes differ), only a device number may change"
+            )
+        task = self.ledger.update_task(
+            task.id,
+            actor=self.actor,
+            kind="worktree.repinned",
+            data={"old": old.as_dict(), "new": new.as_dict()},
+            identity=new,
+        )
+        return task, ctx.verify(task)
 
     # --- lanes ---------------------------------------------------------------------------
 
@@ -240,10 +277,9 @@ class Board:
                 )
                 report.append((repo, [missing]))
                 continue
-            report.append(
-                (
-                    repo,
-                    doctor_mod.diagnose(context, self.ledger, fix=fix, runtime=self.runtime),
-                )
-            )
+            try:
+                found = doctor_mod.diagnose(context, self.ledger, fix=fix, runtime=self.runtime)
+            except LaneboardError as err:  # one unreadable repo must not hide the others
+                found = [doctor_mod.Finding("check-failed", f"could not check it: {err}")]
+            report.append((repo, found))
         return report

@@ -322,10 +322,17 @@ def unchanged_since(worktree: Path, captured: Capture, status: StatusFacts) -> b
         return False
     with Below(worktree) as below:
         for path, key in captured.read:
-            info = below.lstat(path)
-            if (None if info is None else _key(info)) != key:
+            if _hashable_key(below, path) != key:
                 return False
     return True
+
+
+def _hashable_key(below: Below, path: str) -> StatKey | None:
+    """The stat key of a file or link at `path`; None when nothing hashable is there."""
+    info = below.lstat(path)
+    if info is None or not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
+        return None
+    return _key(info)
 
 
 def save(
@@ -428,8 +435,7 @@ def remove_saved(directory: Path, saved: Iterable[tuple[str, StatKey | None]]) -
     `directory` is gone; False when something unsaved is still there (it is left in place)."""
     with Below(directory) as below:
         for path, key in saved:
-            info = below.lstat(path)
-            if info is not None and key is not None and _key(info) == key:
+            if key is not None and _hashable_key(below, path) == key:
                 below.remove(path)
     for top, dirs, _files, _fd in os.fwalk(directory, topdown=False, follow_symlinks=False):
         for name in dirs:

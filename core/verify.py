@@ -115,13 +115,21 @@ def verify_worktree(
     common_real = Path(os.path.realpath(common_dir))
     literal = Path(os.path.abspath(path))
 
-    # 1. Inside the area, and no symlink from the area down.
+    # 1. Inside the area, the area a real directory, and no symlink from the area down.
     try:
         below = literal.relative_to(Path(os.path.abspath(area)))
     except ValueError:
         return _reject(Reason.OUTSIDE_AREA, f"{literal} is not under the area {area}")
     if not below.parts:
         return _reject(Reason.OUTSIDE_AREA, f"{literal} is the area itself, not inside it")
+    try:
+        area_info = Path(os.path.abspath(area)).lstat()
+    except OSError as err:
+        return _reject(Reason.MISSING, f"the worktree area {area}: {err.strerror}")
+    if stat.S_ISLNK(area_info.st_mode):
+        return _reject(Reason.SYMLINKED, f"the worktree area {area} is a symbolic link")
+    if not stat.S_ISDIR(area_info.st_mode):
+        return _reject(Reason.NOT_A_DIRECTORY, f"the worktree area {area} is not a directory")
     current = Path(os.path.abspath(area))
     for part in below.parts:
         current = current / part

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import select
 import selectors
 import signal
 import subprocess
@@ -104,3 +105,32 @@ def exec_agent(
     """`laneboard exec --lane LANE -- <fake agent>` (`--root` when lane is None)."""
     where = ["--root"] if lane is None else ["--lane", lane]
     return Spawned(["exec", *where, *extra, "--", sys.executable, AGENT], cwd, env)
+
+
+class Pause:
+    """Holds a laneboard process at one checkpoint (`LANEBOARD_PAUSE`): `env` goes to the
+    process, `reached()` blocks until it is there, `go()` lets it continue. The FIFOs are held
+    open read-write here, so the process never blocks on opening them, and it sees EOF (and
+    goes on) if the test dies."""
+
+    def __init__(self, directory: Path, point: str) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.point = point
+        self._fds = {}
+        for name in ("reached", "go"):
+            os.mkfifo(directory / name)
+            self._fds[name] = os.open(directory / name, os.O_RDWR | os.O_NONBLOCK)
+        self.env = {"LANEBOARD_PAUSE": f"{point}:{directory}"}
+
+    def reached(self, deadline: float = DEADLINE) -> None:
+        ready, _, _ = select.select([self._fds["reached"]], [], [], deadline)
+        if not ready:
+            raise AssertionError(f"the process never reached {self.point} in {deadline}s")
+        assert os.read(self._fds["reached"], 4096).decode().strip() == self.point
+
+    def go(self) -> None:
+        os.write(self._fds["go"], b"!")
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)

@@ -49,7 +49,11 @@ def _board() -> Board:
 
 
 def _repo(board: Board, args: argparse.Namespace, *, register: bool = False) -> RepoContext:
-    return board.repo(_start(args), register=register)
+    ctx = board.repo(_start(args), register=register)
+    if ctx.relocation is not None:
+        for line in ctx.relocation.lines():
+            print(f"laneboard: {line}", file=sys.stderr)
+    return ctx
 
 
 def _repo_or_none(board: Board, args: argparse.Namespace) -> RepoContext | None:
@@ -70,6 +74,9 @@ def cmd_init(args: argparse.Namespace) -> int:
 
     board = _board()
     ctx, created = board.init(Path(args.path or args.repo or os.getcwd()))
+    if ctx.relocation is not None:
+        for line in ctx.relocation.lines():
+            print(f"laneboard: {line}", file=sys.stderr)
     if args.json:
         output.emit_json(
             {"repo": str(ctx.root), "common_dir": str(ctx.common_dir), "registered": created}
@@ -179,7 +186,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     board = _board()
     ctx = _repo(board, args)
-    task, verdict = board.verify(ctx, args.name)
+    task, verdict = board.verify(ctx, args.name, repin=args.repin)
     if args.json:
         output.emit_json(output.verdict_json(task, verdict))
     elif verdict.ok:
@@ -353,9 +360,15 @@ def _parser() -> _Parser:
     for name, handler, help in (
         ("show", cmd_show, "show one task"),
         ("log", cmd_log, "show a task's whole journal"),
-        ("verify", cmd_verify, "verify a task's worktree (exit 1 when rejected)"),
     ):
         add(name, handler, help).add_argument("name")
+    verify = add("verify", cmd_verify, "verify a task's worktree (exit 1 when rejected)")
+    verify.add_argument("name")
+    verify.add_argument(
+        "--repin",
+        action="store_true",
+        help="after a remount changed the device number: take the new one, if nothing else changed",
+    )
 
     doctor = add("doctor", cmd_doctor, "reconcile the ledger with git; report, fix what is exact")
     doctor.add_argument("--fix", action="store_true", help="finish or undo interrupted changes")
@@ -390,6 +403,10 @@ def _parser() -> _Parser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `laneboard` console script."""
+    for stream in (sys.stdout, sys.stderr):
+        # Paths may hold any bytes: print them as the bytes they are, never fail on them.
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="surrogateescape")
     try:
         parser = _parser()
         args = parser.parse_args(argv)

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TextIO
 
 import pytest
 
 from core.db import Database, default_path
 from core.leases import Lease, LeaseState, LeaseStore
-from tests.procs import Spawned, exec_agent
+from tests.procs import DEADLINE, Spawned, exec_agent
 
 
 @pytest.fixture
@@ -389,36 +392,92 @@ def test_setup_lease_is_held_while_setup_runs_even_if_new_is_killed(
 ) -> None:
     """Regression: setup ran with its lease but never recorded its command, so killing
     `laneboard new` released the lane while setup still ran in it."""
-    gate = tmp_path / "gate"
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    os.mkfifo(started)
     os.mkfifo(gate)
     (repo / ".laneboard.toml").write_text(
-        f'[provision]\nsetup = ["sh", "-c", "echo up > started; read x < {gate}"]\n'
+        f'[provision]\nsetup = ["sh", "-c", "echo up > {started}; read x < {gate}"]\n'
     )
     new = Spawned(["new", "s", "--no-start"], repo)
     try:
-        store = _store()
-        setup = None
-        for _ in range(3000):  # until the setup lease runs (each pass reads the ledger once)
-            running = [x for x in store.active() if x.kind.value == "setup"]
-            if running and running[0].child_pid:
-                setup = running[0]
-                break
-            __import__("time").sleep(0.01)
-        assert setup is not None
+        with _reader(started) as ready:
+            assert ready.readline() == "up\n"  # setup runs: its lease recorded it before exec
+        setup = next(x for x in _store().active() if x.kind.value == "setup")
+        assert setup.child_pid is not None
         new.signal(signal.SIGKILL)
         assert new.wait() == -signal.SIGKILL
-        store.run_pass()
+        _store().run_pass()
         assert _lease(setup.seq).state is LeaseState.RUNNING  # setup still runs: lane held
-        with open(gate, "w") as release:
+        with _exited(setup.child_pid), open(gate, "w") as release:
             release.write("go\n")
-        for _ in range(3000):
-            store.run_pass()
-            if _lease(setup.seq).state is LeaseState.RELEASED:
-                break
-            __import__("time").sleep(0.01)
+        _store().run_pass()
+        assert _lease(setup.seq).state is LeaseState.RELEASED
         assert _lease(setup.seq).release_reason == "holder died"
     finally:
         new.close()
+
+
+@contextmanager
+def _reader(fifo: Path) -> Iterator[TextIO]:
+    """Open a FIFO for reading, failing the test (not hanging it) if no writer comes."""
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        ready, _, _ = select.select([fd], [], [], DEADLINE)
+        assert ready, f"nothing was written to {fifo} within {DEADLINE}s"
+        os.set_blocking(fd, True)
+        with os.fdopen(os.dup(fd)) as handle:
+            yield handle
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def _exited(pid: int) -> Iterator[None]:
+    """Run the block, then wait (on a pidfd, not a sleep) until process `pid` has exited."""
+    fd = os.pidfd_open(pid)
+    try:
+        yield
+        ready, _, _ = select.select([fd], [], [], DEADLINE)
+        assert ready, f"process {pid} still runs after {DEADLINE}s"
+    finally:
+        os.close(fd)
+
+
+def test_a_background_child_keeps_the_lane_after_its_command_exits(board: Path, cli) -> None:
+    """Was released at once: `exec --lane a -- sh -c 'long-job & exit 0'` gave the lane back
+    while `long-job` still ran in it. A lease now lasts until the last process of the command's
+    process group (here: its session, as it has no terminal) has exited."""
+    import json
+
+    job = "sleep 300 >/dev/null 2>&1 & echo $!"  # not holding our pipe: the job is on its own
+    result = cli("exec", "--lane", "a", "--", "sh", "-c", job)
+    assert result.code == 0
+    background = int(result.out.strip())
+    lanes = {x["lane"]: x for x in json.loads(cli("lanes", "--json").out)["repos"][0]["lanes"]}
+    (held,) = lanes["a"]["running"]
+    assert held["command"] == ["sh", "-c", job]
+    assert cli("exec", "--lane", "a", "--timeout", "0.2", "--", "true").code == 75
+    assert cli("exec", "--lane", "b", "--", "true").code == 0  # siblings are not held back
+    with _exited(background):
+        os.kill(background, signal.SIGTERM)
+    lease = _lease(held["seq"])
+    _store().run_pass()
+    lease = _lease(held["seq"])
+    assert (lease.state, lease.release_reason, lease.exit_code) == (
+        LeaseState.RELEASED,
+        "exited",
+        0,
+    )
+    assert cli("exec", "--lane", "a", "--", "true").code == 0
+
+
+def test_a_lease_whose_command_and_children_are_gone_is_released_by_exec_itself(
+    board: Path, cli
+) -> None:
+    result = cli("exec", "--lane", "a", "--", "sh", "-c", "sleep 0 & wait")
+    assert result.code == 0
+    last = [x for x in _store().admitted_in_order() if x.kind.value == "exec"][-1]
+    assert (last.state, last.release_reason) == (LeaseState.RELEASED, "exited")
 
 
 def test_discard_waits_for_in_flight_lane_commands_of_the_repo(board: Path, spawn) -> None:

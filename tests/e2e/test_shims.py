@@ -55,11 +55,31 @@ def test_shim_runs_the_real_command_in_the_tasks_lane(repo: Path, cli, tasks, tm
     shims_a, shims_b = _shims(cli, "a"), _shims(cli, "b")
     assert sorted(p.name for p in shims_a.iterdir()) == ["make", "mytool", "othertool"]
     path = [shims_a, shims_b, real, Path("/usr/bin"), Path("/bin")]
+    # Called from outside the worktree (here: a temp dir), the command runs at its top.
     result = _run("mytool --fast x", path, cwd=tmp_path)
-    assert result.returncode == 0, result.err
+    assert result.returncode == 0, result.stderr
     assert f"real mytool in {repo / '.worktrees' / 'a'} lease=" in result.stdout
     assert result.stdout.strip().endswith("args=--fast x")
     assert _exec_leases() == [(tasks["a"], ["mytool", "--fast", "x"])]
+
+
+def test_shim_runs_in_the_callers_directory_inside_the_worktree(
+    repo: Path, cli, tasks, tmp_path
+) -> None:
+    """Was wrong (and this file asserted it): from `.worktrees/a/frontend`, `npm test` through
+    the shim ran in `.worktrees/a`. A command runs where it is called, when that is inside the
+    verified worktree."""
+    real = tmp_path / "real"
+    _script(real / "mytool", 'echo "ran in $PWD"\n')
+    frontend = repo / ".worktrees" / "a" / "frontend" / "src"
+    frontend.mkdir(parents=True)
+    result = _run("mytool", [_shims(cli, "a"), real, Path("/usr/bin"), Path("/bin")], frontend)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"ran in {frontend}"
+    # The same shim called from another task's worktree runs at the top of its own lane.
+    elsewhere = repo / ".worktrees" / "b"
+    result = _run("mytool", [_shims(cli, "a"), real, Path("/usr/bin"), Path("/bin")], elsewhere)
+    assert result.stdout.strip() == f"ran in {repo / '.worktrees' / 'a'}"
 
 
 def test_real_command_beside_another_tasks_shims_is_found(cli, tasks, tmp_path) -> None:
