@@ -1,18 +1,27 @@
-"""Benchmark of discard and restore on a large worktree (run by hand; figures in the README).
+"""Benchmark of new, discard and restore on a large worktree, each against its floor in the
+same run (run by hand; figures in docs/cleanup.md).
 
-    .venv/bin/python bench/cleanup.py [--files 20000]
+    .venv/bin/python bench/cleanup.py [--files 40000] [--rounds 3]
 
-Creates a throwaway repo of FILES small files, then times `laneboard new`, `discard --force`
-(with one edited and one untracked file: gathers facts, hashes the worktree raw for the snapshot,
-removes) and `restore` (worktree add + applying the snapshot). Removing and re-creating tens of
-thousands of files is dominated by the filesystem: the script also times a plain
-`git worktree add` made right after a removal, for comparison.
+Builds a throwaway repository of FILES files with realistic sizes (log-normal, median ~4 KB,
+a few up to 400 KB; about 10 KB on average), then, ROUNDS times, alternating laneboard and
+plain git on the same tree:
+
+- `new` against `git branch` + `git worktree add` (the floor);
+- a clean `discard` against `git worktree remove` + `git branch -D`;
+- `discard --force` with a few edited and untracked files against
+  `git worktree remove --force` + `git branch -D`;
+- `restore` against a plain `git worktree add`.
+
+Each figure is the median of the rounds; the ratio is laneboard's time over its floor's.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -25,17 +34,49 @@ LANEBOARD = [sys.executable, "-P", "-m", "tui.cli"]
 
 def timed(args: list[str], cwd: Path, env: dict[str, str]) -> float:
     began = time.perf_counter()
-    subprocess.run(args, cwd=cwd, env=env, check=True, capture_output=True)
-    return time.perf_counter() - began
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, check=False)
+    took = time.perf_counter() - began
+    if result.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed: {result.stderr.decode()}")
+    return took
+
+
+def build(repo: Path, files: int, env: dict[str, str]) -> int:
+    rng = random.Random(1)
+    total = 0
+    for n in range(files):
+        directory = repo / "src" / f"m{n // 400}" / f"d{(n // 40) % 10}"
+        directory.mkdir(parents=True, exist_ok=True)
+        size = int(min(400_000, rng.lognormvariate(8.3, 1.2)))
+        line = f"line of file {n} with some text to fill it up nicely ok\n".encode()
+        (directory / f"f{n % 40}.py").write_bytes((line * (size // len(line) + 1))[:size])
+        total += size
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "big"]):
+        subprocess.run(["git", *args], cwd=repo, check=True, env=env)
+    return total
+
+
+def dirty(worktree: Path) -> None:
+    """A few edited and untracked files, as an agent leaves them."""
+    for n in range(5):
+        (worktree / "src" / "m0" / "d0" / f"f{n}.py").write_text(f"edited {n}\n")
+        (worktree / f"notes-{n}.md").write_text(f"untracked {n}\n")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--files", type=int, default=20_000)
+    parser.add_argument("--files", type=int, default=40_000)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    figures: dict[str, list[float]] = {}
+
+    def note(name: str, seconds: float) -> None:
+        figures.setdefault(name, []).append(seconds)
+
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         repo = base / "repo"
+        repo.mkdir()
         env = {
             **os.environ,
             "PYTHONPATH": str(ROOT),
@@ -45,30 +86,68 @@ def main() -> None:
             "GIT_COMMITTER_NAME": "b",
             "GIT_COMMITTER_EMAIL": "b@b",
         }
-        per_dir = 100
-        for n in range(args.files):
-            directory = repo / "src" / f"d{n // per_dir}"
-            directory.mkdir(parents=True, exist_ok=True)
-            (directory / f"f{n % per_dir}.txt").write_text(f"file {n}\n" * 20)
-        subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
-        subprocess.run(["git", "add", "-A"], cwd=repo, check=True, env=env)
-        subprocess.run(["git", "commit", "-q", "-m", "big"], cwd=repo, check=True, env=env)
-        print(f"{args.files} files, {os.cpu_count()} cores")
-        print(
-            f"new:               {timed([*LANEBOARD, 'new', 't', '--no-start'], repo, env):6.2f} s"
-        )
-        worktree = repo / ".worktrees" / "t"
-        (worktree / "src" / "d0" / "f0.txt").write_text("edited\n")
-        (worktree / "untracked.txt").write_text("new\n")
-        print(
-            f"discard --force:   {timed([*LANEBOARD, 'discard', 't', '--force'], repo, env):6.2f} s"
-        )
-        print(f"restore:           {timed([*LANEBOARD, 'restore', 't'], repo, env):6.2f} s")
+        size = build(repo, args.files, env)
+        print(f"{args.files} files, {size / 1e6:.0f} MB, {os.cpu_count()} cores")
         plain = base / "plain"
-        subprocess.run(["git", "worktree", "add", "-q", str(plain), "HEAD"], cwd=repo, check=True)
-        subprocess.run(["git", "worktree", "remove", "--force", str(plain)], cwd=repo, check=True)
-        again = timed(["git", "worktree", "add", "-q", str(plain), "HEAD"], repo, env)
-        print(f"plain git worktree add right after a removal: {again:6.2f} s")
+        for n in range(args.rounds):
+            name = f"t{n}"
+            worktree = repo / ".worktrees" / name
+            git_add = ["git", "worktree", "add", "-q", "-b", f"plain{n}", str(plain)]
+            note("floor: git worktree add -b", timed(git_add, repo, env))
+            remove = ["git", "worktree", "remove", str(plain)]
+            note(
+                "floor: git worktree remove + branch -D",
+                timed(remove, repo, env)
+                + timed(["git", "branch", "-q", "-D", f"plain{n}"], repo, env),
+            )
+            note("laneboard new", timed([*LANEBOARD, "new", name, "--no-start"], repo, env))
+            note("laneboard discard (clean)", timed([*LANEBOARD, "discard", name], repo, env))
+
+            forced = f"f{n}"
+            timed([*LANEBOARD, "new", forced, "--no-start"], repo, env)
+            dirty(repo / ".worktrees" / forced)
+            subprocess.run(
+                ["git", "worktree", "add", "-q", "-b", f"pf{n}", str(plain)],
+                cwd=repo,
+                check=True,
+                env=env,
+                capture_output=True,
+            )
+            dirty(plain)
+            force_remove = ["git", "worktree", "remove", "--force", str(plain)]
+            note(
+                "floor: git worktree remove --force + branch -D",
+                timed(force_remove, repo, env)
+                + timed(["git", "branch", "-q", "-D", f"pf{n}"], repo, env),
+            )
+            note(
+                "laneboard discard --force (5 edited, 5 untracked)",
+                timed([*LANEBOARD, "discard", forced, "--force"], repo, env),
+            )
+            note(
+                "floor: git worktree add (after a removal)",
+                timed(["git", "worktree", "add", "-q", "-b", f"pr{n}", str(plain)], repo, env),
+            )
+            subprocess.run(["git", "worktree", "remove", str(plain)], cwd=repo, check=True)
+            note("laneboard restore", timed([*LANEBOARD, "restore", forced], repo, env))
+            assert (repo / ".worktrees" / forced / "notes-0.md").read_text() == "untracked 0\n"
+            assert not worktree.exists()
+
+    median = {name: statistics.median(values) for name, values in figures.items()}
+    pairs = [
+        ("laneboard new", "floor: git worktree add -b"),
+        ("laneboard discard (clean)", "floor: git worktree remove + branch -D"),
+        (
+            "laneboard discard --force (5 edited, 5 untracked)",
+            "floor: git worktree remove --force + branch -D",
+        ),
+        ("laneboard restore", "floor: git worktree add (after a removal)"),
+    ]
+    for ours, floor in pairs:
+        print(
+            f"{ours:<52} {median[ours]:6.2f} s   {floor:<48} {median[floor]:6.2f} s   "
+            f"{median[ours] / median[floor]:4.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from core import procs
 from core.cleanup import BranchFacts, WorktreeFacts
 from core.copies import unchanged_copies
-from core.git import IndexEntry, StatusFacts, WorktreeEntry, index_entries, status, worktree_list
+from core.git import IndexListing, StatusFacts, WorktreeEntry, index_listing, status, worktree_list
 from core.leases import LeaseState, LeaseStore
 from core.ledger import Ledger
 from core.models import Task
@@ -52,11 +52,7 @@ class Observation:
     """Where the worktree was looked at (its own path, or the quarantine of a discard)."""
     status: StatusFacts | None = None
     """None when the worktree is gone or was not looked into (it failed verification)."""
-    index: tuple[IndexEntry, ...] = ()
-
-    @property
-    def tracked_files(self) -> list[str]:
-        return [e.path for e in self.index if e.stage == 0 and e.mode in ("100644", "100755")]
+    index: IndexListing = field(default_factory=IndexListing)
 
 
 def admin_dir(ctx: RepoContext, task: Task) -> Path | None:
@@ -119,7 +115,7 @@ def observe(
         )
         return Observation(facts, where)
     seen = known or status(where, ignored=True)
-    index = index_entries(where)
+    index = index_listing(where)
     admin = admin_dir(ctx, task)
     assert admin is not None  # verification passed, so the admin dir is there
     lock = _read_lock(admin)
@@ -140,7 +136,7 @@ def observe(
         repositories=tuple(_repositories(where, seen.untracked + seen.ignored)),
         untracked_ours=unchanged_copies(ledger, task, where),
         ignored=tuple(seen.ignored),
-        hidden=tuple(e.path for e in index if e.hidden and os.path.lexists(where / e.path)),
+        hidden=tuple(path for path in index.hidden if os.path.lexists(where / path)),
         operations=tuple(operations_in(admin)),
         lock=lock,
         initializing=lock is not None and (lock == "initializing" or lock.startswith(LOCK_PREFIX)),
@@ -152,7 +148,7 @@ def observe(
         ),
         unique_commits=tuple(f"{sha[:10]} {subject}" for sha, subject in unique),
     )
-    return Observation(facts, where, seen, tuple(index))
+    return Observation(facts, where, seen, index)
 
 
 def _gone(
@@ -285,11 +281,9 @@ def _read_lock(admin: Path) -> str | None:
         return None
 
 
-def _initialized_submodules(worktree: Path, index: list[IndexEntry]) -> list[str]:
+def _initialized_submodules(worktree: Path, index: IndexListing) -> list[str]:
     """Gitlinks (mode 160000) whose directory holds a `.git`: an initialized submodule."""
-    return [
-        e.path for e in index if e.mode == "160000" and os.path.lexists(worktree / e.path / ".git")
-    ]
+    return [path for path in index.gitlinks if os.path.lexists(worktree / path / ".git")]
 
 
 def branch_facts(ctx: RepoContext, task: Task, recorded_tip: str | None) -> BranchFacts:

@@ -471,33 +471,38 @@ def update_ref(root: Path, refname: str, new_sha: str, old_sha: str | None = Non
 
 
 @dataclass(frozen=True)
-class IndexEntry:
-    """One entry of `git ls-files -s -v`: its tag (lower case: assume-unchanged; `S`:
-    skip-worktree), mode, blob or commit id, stage and path."""
+class IndexListing:
+    """What removal needs from a worktree's index, from one `git ls-files -s -v -z`."""
 
-    tag: str
-    mode: str
-    sha: str
-    stage: int
-    path: str
-
-    @property
-    def hidden(self) -> bool:
-        """Flagged so that git would not report changes to it on disk."""
-        return self.tag.islower() or self.tag == "S"
+    files: tuple[str, ...] = ()
+    """Regular files (stage 0): the ones a filter or eol attribute could apply to."""
+    hidden: tuple[str, ...] = ()
+    """Entries flagged so that git would not report changes to them on disk: assume-unchanged
+    (a lower-case tag) or skip-worktree (`S`)."""
+    gitlinks: tuple[str, ...] = ()
+    """Submodule entries (mode 160000)."""
 
 
-def index_entries(worktree: Path) -> list[IndexEntry]:
-    """Every entry of the worktree's index, in one `git ls-files -s -v -z`."""
+def index_listing(worktree: Path) -> IndexListing:
+    """The worktree's index as `IndexListing` (parsed in one pass: tens of thousands of entries
+    are read on every discard)."""
     raw = run_git(["ls-files", "-s", "-v", "-z"], cwd=worktree).stdout
-    found = []
+    files: list[str] = []
+    hidden: list[str] = []
+    gitlinks: list[str] = []
     for item in raw.decode(errors="surrogateescape").split("\0"):
-        meta, tab, path = item.partition("\t")
-        if not tab:
+        tab = item.find("\t")
+        if tab < 0:
             continue
-        tag, mode, sha, stage = meta.split(" ")
-        found.append(IndexEntry(tag, mode, sha, int(stage), path))
-    return found
+        # "<tag> <mode> <object id> <stage>\t<path>"
+        tag, mode, path = item[0], item[2:8], item[tab + 1 :]
+        if tag.islower() or tag == "S":
+            hidden.append(path)
+        if mode == "160000":
+            gitlinks.append(path)
+        elif mode != "120000" and item[tab - 1] == "0":
+            files.append(path)
+    return IndexListing(tuple(files), tuple(hidden), tuple(gitlinks))
 
 
 @dataclass

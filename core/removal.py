@@ -48,7 +48,7 @@ from core.errors import GitError, LaneboardError
 from core.facts import Observation, admin_dir, branch_facts, commits_at_stake, listed, observe
 from core.git import (
     delete_ref_if,
-    index_entries,
+    index_listing,
     run_git,
     status,
     worktree_list,
@@ -343,7 +343,7 @@ class Discard:
                 admin,
                 seen.status,
                 common_dir=self.ctx.common_dir,
-                tracked_files=seen.tracked_files,
+                tracked_files=seen.index.files,
             )
             saved = self._save(captured, seen)
             faults.checkpoint("discard.after_snapshot")
@@ -619,13 +619,13 @@ def save_worktree(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) ->
     seen = status(path, ignored=False)
     if seen.head is None:
         raise LaneboardError(f"{path} has no HEAD commit to save its files on top of")
-    entries = index_entries(path)
+    listing = index_listing(path)
     captured = snapshot.capture(
         ctx.git.handle,
         path,
         admin,
         seen,
         common_dir=ctx.common_dir,
-        tracked_files=[e.path for e in entries if e.stage == 0 and e.mode in ("100644", "100755")],
+        tracked_files=listing.files,
     )
     return save_capture(ctx, ledger, task, actor, captured, seen.head)

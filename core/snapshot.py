@@ -187,7 +187,7 @@ def converted(
 def _attribute_sources(common_dir: Path, names: list[str], user: str | None) -> bool:
     """Whether any gitattributes file could apply: one among `names`, the repo's
     `info/attributes`, or the user's (`core.attributesFile`, else the XDG default)."""
-    if any(os.path.basename(name) == ".gitattributes" for name in names):
+    if any(n == ".gitattributes" or n.endswith("/.gitattributes") for n in names):
         return True
     if user:
         user_file = Path(os.path.expanduser(user))

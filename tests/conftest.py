@@ -13,11 +13,20 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis.configuration import set_hypothesis_home_dir
+
+# Tests never write into the checkout: hypothesis keeps its examples and caches in a temporary
+# directory, and no module of the checkout gets a `__pycache__` (subprocesses inherit the
+# variable).
+set_hypothesis_home_dir(tempfile.mkdtemp(prefix="laneboard-hypothesis-"))
+sys.dont_write_bytecode = True
+os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEADLINE = 30.0
@@ -54,6 +63,15 @@ def git(cwd: Path, *args: str, check: bool = True) -> str:
     if check and result.returncode != 0:
         raise AssertionError(f"git {' '.join(args)} failed: {result.stderr.strip()}")
     return result.stdout.strip()
+
+
+def is_ancestor(cwd: Path, commit: str, of: str) -> bool:
+    """`commit` is reachable from `of` (git's own answer, by exit code)."""
+    result = subprocess.run(
+        ["git", "merge-base", "--is-ancestor", commit, of], cwd=cwd, capture_output=True
+    )
+    assert result.returncode in (0, 1), result.stderr
+    return result.returncode == 0
 
 
 def make_repo(path: Path) -> Path:

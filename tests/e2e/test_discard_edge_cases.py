@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import git, make_repo
+from tests.conftest import git, is_ancestor, make_repo
 
 PROTOCOL = ("-c", "protocol.file.allow=always")
 
@@ -22,12 +22,7 @@ def _snapshot(repo: Path) -> str:
 
 
 def _reach(repo: Path, commit: str, of: str) -> bool:
-    import subprocess
-
-    result = subprocess.run(
-        ["git", "merge-base", "--is-ancestor", commit, of], cwd=repo, check=False
-    )
-    return result.returncode == 0
+    return is_ancestor(repo, commit, of)
 
 
 def test_commit_only_in_the_worktrees_reflog_is_kept_by_the_snapshot(repo: Path, cli) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from core import procs
-from tests.conftest import REPO_ROOT, git
+from tests.conftest import REPO_ROOT, git, is_ancestor
 from tests.procs import Pause
 
 NAME = "t"

@@ -306,4 +306,8 @@ def test_git_failure_reports_git_s_error_line(repo: Path, cli) -> None:
     result = cli("new", "a", "--no-start")
     assert result.code == 1
     assert "Preparing worktree" not in result.err
-    assert "fatal:" in result.err or "error:" in result.err or "cannot lock ref" in result.err
+    assert result.err == (
+        "laneboard: provisioning a failed: git update-ref failed: fatal: update_ref failed for "
+        "ref 'refs/heads/lb/a': cannot lock ref 'refs/heads/lb/a': 'refs/heads/lb' exists; "
+        "cannot create 'refs/heads/lb/a'\n"
+    )

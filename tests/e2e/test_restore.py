@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from core.faults import POINTS
-from tests.conftest import git
+from tests.conftest import git, is_ancestor
 
 
 def _tree(root: Path) -> dict[str, tuple[str, int, bytes]]:
@@ -83,7 +83,7 @@ def test_force_discard_then_restore_gives_back_every_byte(repo: Path, cli) -> No
     assert git(repo, "branch", "--list", "lb/t") == ""
     snapshots = git(repo, "for-each-ref", "--format=%(refname)", "refs/laneboard/snapshots/")
     assert len(snapshots.splitlines()) == 1
-    assert git(repo, "merge-base", "--is-ancestor", tip, snapshots, check=False) == ""
+    assert is_ancestor(repo, tip, snapshots)
     assert _show(cli, "t")["state"] == "discarded"
 
     restored = cli("restore", "t")
@@ -166,7 +166,7 @@ def test_discard_of_a_task_whose_worktree_was_removed_still_guards_its_commits(
     assert git(repo, "for-each-ref", "refs/laneboard/") == ""
     assert cli("discard", "h", "--force").code == 0
     snapshot = git(repo, "for-each-ref", "--format=%(objectname)", "refs/laneboard/snapshots/")
-    assert git(repo, "merge-base", "--is-ancestor", tip, snapshot, check=False) == ""
+    assert is_ancestor(repo, tip, snapshot)
     assert git(repo, "branch", "--list", "lb/h") == ""
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from core.db import LEDGER_NAME, MIGRATIONS
-from core.errors import LedgerError
+from core.errors import LaneboardError, LedgerError
 from core.ledger import Ledger, NameTaken, new_task_id
 from core.models import Actor, TaskState
 
@@ -96,7 +96,7 @@ def test_live_name_is_unique_but_reusable_after_retirement(ledger: Ledger) -> No
 def test_update_with_stale_expectation_is_refused(ledger: Ledger) -> None:
     repo, _ = ledger.ensure_repo("/c", "/r", "r", Actor.CLI)
     task = ledger.insert_task(_task_fields(repo.id, "a"), Actor.CLI, {})
-    with pytest.raises(Exception, match="another process changed it"):
+    with pytest.raises(LaneboardError, match="is provisioning, not provisioned; another process"):
         ledger.update_task(
             task.id,
             actor=Actor.CLI,
