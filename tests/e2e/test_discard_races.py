@@ -222,13 +222,7 @@ def test_a_worktree_deleted_by_hand_can_be_discarded(
     assert f"{repo / '.worktrees' / NAME}" not in git(repo, "worktree", "list", "--porcelain")
     listing = git(repo, "worktree", "list", "--porcelain")
     assert "bystander" in listing or how == "git worktree prune"
-    snapshot = _snapshots(repo)[-1]
-    assert (
-        subprocess.run(
-            ["git", "merge-base", "--is-ancestor", tip, snapshot], cwd=repo, check=False
-        ).returncode
-        == 0
-    )
+    assert is_ancestor(repo, tip, _snapshots(repo)[-1])
 
 
 def test_a_missing_locked_worktree_is_not_unregistered(repo: Path, cli, worktree: Path) -> None:
