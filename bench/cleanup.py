@@ -13,7 +13,8 @@ plain git on the same tree:
   `git worktree remove --force` + `git branch -D`;
 - `restore` against a plain `git worktree add`.
 
-Each figure is the median of the rounds; the ratio is laneboard's time over its floor's.
+Each figure is the median of the rounds; the ratio is laneboard's time over its floor's. Every
+timed step starts after `sync`, so that one step's write-back is not counted in the next.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ LANEBOARD = [sys.executable, "-P", "-m", "tui.cli"]
 
 
 def timed(args: list[str], cwd: Path, env: dict[str, str]) -> float:
+    """Seconds `args` takes, after flushing what earlier steps left to write: on this disk the
+    write-back of one step's 300 MB otherwise lands in the next step's time."""
+    os.sync()
     began = time.perf_counter()
     result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, check=False)
     took = time.perf_counter() - began

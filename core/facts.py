@@ -53,6 +53,9 @@ class Observation:
     status: StatusFacts | None = None
     """None when the worktree is gone or was not looked into (it failed verification)."""
     index: IndexListing = field(default_factory=IndexListing)
+    index_key: tuple[int, int, int, int] | None = None
+    """(inode, size, mtime ns, ctime ns) of the index file when `index` was read: git replaces
+    the file whenever it writes it, so the same key means the same listing."""
 
 
 def admin_dir(ctx: RepoContext, task: Task) -> Path | None:
@@ -91,10 +94,12 @@ def observe(
     *,
     path: Path | None = None,
     known: StatusFacts | None = None,
+    known_index: Observation | None = None,
 ) -> Observation:
     """Every fact `cleanup.worktree_blockers` needs about the task's worktree, read now, at
     `path` (default: the task's own). `known` is a `git status` of this worktree taken just
-    before by the caller, reused instead of running it again."""
+    before by the caller, reused instead of running it again; so is the index listing of
+    `known_index` when the index file is still the one it was read from."""
     where = path or Path(task.worktree_path)
     entries = worktree_list(ctx.root)  # one listing serves every question below
     leases = tuple(
@@ -115,9 +120,13 @@ def observe(
         )
         return Observation(facts, where)
     seen = known or status(where, ignored=True)
-    index = index_listing(where)
     admin = admin_dir(ctx, task)
     assert admin is not None  # verification passed, so the admin dir is there
+    index_key = _stat_key(admin / "index")
+    if known_index is not None and index_key is not None and known_index.index_key == index_key:
+        index = known_index.index
+    else:
+        index = index_listing(where)
     lock = _read_lock(admin)
     unique, kept = commits_at_stake(ctx, task, admin, seen.head)
     unseen = procs.unseen(trust_namespace=ctx.settings.cleanup.trust_pid_namespace)
@@ -148,7 +157,15 @@ def observe(
         ),
         unique_commits=tuple(f"{sha[:10]} {subject}" for sha, subject in unique),
     )
-    return Observation(facts, where, seen, index)
+    return Observation(facts, where, seen, index, index_key)
+
+
+def _stat_key(path: Path) -> tuple[int, int, int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
 def _gone(

@@ -329,7 +329,14 @@ class Discard:
         known = first.status if first is not None else None
         for _round in range(ROUNDS):
             seen = observe(
-                self.ctx, self.ledger, self.task, self.runtime, self.store, path=q, known=known
+                self.ctx,
+                self.ledger,
+                self.task,
+                self.runtime,
+                self.store,
+                path=q,
+                known=known,
+                known_index=first,
             )
             decision = _decide(self.ctx, seen)
             if _blocks(decision, self.forced):

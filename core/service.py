@@ -10,12 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from core import doctor as doctor_mod
 from core import provision as provision_mod
 from core import removal
 from core import restore as restore_mod
 from core.cleanup import Decision
+
+if TYPE_CHECKING:
+    from core import doctor as doctor_mod
 from core.config import load_settings
 from core.errors import ConfigError, LaneboardError
 from core.git import discover, resolve_at
@@ -255,6 +258,8 @@ class Board:
         self, ctx: RepoContext | None, *, fix: bool
     ) -> list[tuple[Repo, list[doctor_mod.Finding]]]:
         """Findings per repo (the given one, or every registered repo)."""
+        from core import doctor as doctor_mod
+
         contexts: list[tuple[Repo, RepoContext | None, doctor_mod.Finding | None]] = []
         if ctx is not None:
             contexts.append((ctx.repo, ctx, None))

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, CliResult, git, make_repo
-from tests.procs import AGENT, DEADLINE, exec_agent
+from tests.conftest import CliResult, git, make_repo, run_cli
+from tests.procs import AGENT, exec_agent
 
 NAME = "t"
 SOFT_PREFIXES = ("staged change: ", "unstaged change: ", "untracked file: ", "commit only here: ")
@@ -113,22 +113,9 @@ def refused_lines(result: CliResult, hint: str) -> list[str]:
 
 
 def discard(repo: Path, *args: str) -> CliResult:
-    """`laneboard discard NAME ARGS`, failing the test (not hanging it) should discard wait for
-    a lane instead of refusing."""
-    try:
-        result = subprocess.run(
-            [sys.executable, "-P", "-m", "tui.cli", "discard", NAME, *args],
-            cwd=repo,
-            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-            capture_output=True,
-            text=True,
-            timeout=DEADLINE,
-        )
-    except subprocess.TimeoutExpired as err:
-        raise AssertionError(
-            f"discard {args} still running after {DEADLINE}s: {err.stderr}"
-        ) from None
-    return CliResult(result.returncode, result.stdout, result.stderr)
+    """`laneboard discard NAME ARGS` (the runner fails the test, rather than hanging it, should
+    discard wait for a lane instead of refusing)."""
+    return run_cli("discard", NAME, *args, cwd=repo)
 
 
 def assert_refused(
@@ -572,3 +559,46 @@ def test_discard_refuses_an_ignored_secret_in_a_directory_named_like_a_cache(
     (wt / "target").mkdir()
     (wt / "target" / "prod.key").write_text("hunter2\n")
     assert_refused(cli, repo, "ignored file: target/prod.key", hard=True)
+
+
+# --- scenarios the README promises -----------------------------------------------------------
+
+
+def test_discard_refuses_an_unmerged_file_without_an_operation_in_progress(
+    repo: Path, cli: Cli, wt: Path
+) -> None:
+    """The conflict is in the index even when no merge is recorded any more (MERGE_HEAD gone)."""
+    diverge(repo, wt)
+    git_fails(wt, "merge", "-q", "main")
+    for leftover in ("MERGE_HEAD", "MERGE_MSG", "MERGE_MODE"):
+        (admin(repo) / leftover).unlink(missing_ok=True)
+    assert_refused(cli, repo, "conflicted file: README.md", hard=True)
+
+
+@pytest.mark.parametrize("ref", ["refs/tags/keep", "refs/remotes/origin/keep"])
+def test_commits_reachable_from_a_tag_or_remote_tracking_ref_are_not_unique(
+    repo: Path, cli: Cli, wt: Path, ref: str
+) -> None:
+    sha = commit(wt, "work.txt", "kept elsewhere\n", "reachable from another ref")
+    git(repo, "update-ref", ref, sha)
+    result = discard(repo)
+    assert result.code == 0, result.err
+    assert git(repo, "branch", "--list", f"lb/{NAME}") == ""
+    assert git(repo, "rev-parse", ref) == sha
+
+
+def test_a_foreign_prunable_worktree_survives_discard_and_doctor(
+    repo: Path, cli: Cli, wt: Path, tmp_path: Path
+) -> None:
+    """laneboard never prunes: a worktree of the user's whose directory is gone stays
+    registered (git's `prunable`), through discard and `doctor --fix`."""
+    mine = tmp_path / "mine"
+    git(repo, "worktree", "add", "-q", str(mine), "-b", "mine")
+    shutil.rmtree(mine)
+    assert "prunable" in git(repo, "worktree", "list", "--porcelain")
+    assert discard(repo).code == 0
+    assert cli("doctor", "--fix").code == 0
+    listed = git(repo, "worktree", "list", "--porcelain")
+    assert f"worktree {mine}" in listed and "prunable" in listed
+    assert (repo / ".git" / "worktrees" / "mine").is_dir()
+    assert git(repo, "rev-parse", "--verify", "-q", "refs/heads/mine") != ""
