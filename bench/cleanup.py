@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LANEBOARD = [sys.executable, "-P", "-m", "tui.cli"]
+LANEBOARD = [sys.executable, "-P", "-m", "laneboard"]
 
 
 def timed(args: list[str], cwd: Path, env: dict[str, str]) -> float:

@@ -26,10 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.db import Database  # noqa: E402
-from core.leases import LeaseStore  # noqa: E402
+from laneboard.core.adapters.db import Database  # noqa: E402
+from laneboard.core.adapters.leases import LeaseStore  # noqa: E402
 
-LANEBOARD = [sys.executable, "-P", "-m", "tui.cli"]
+LANEBOARD = [sys.executable, "-P", "-m", "laneboard"]
 
 
 def run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -15,9 +15,9 @@ import shlex
 import sys
 from pathlib import Path
 
-from core.config import state_dir
-from core.errors import LaneboardError
-from core.runner import SHIM_MARKER
+from laneboard.core.adapters.config import state_dir
+from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.lanes import SHIM_MARKER
 
 
 def shim_dir(task_id: str) -> Path:
@@ -28,7 +28,7 @@ def shim_dir(task_id: str) -> Path:
 def shim_script(command: str, task_id: str, task_name: str, root: Path) -> str:
     """The shell script that runs `command` through the lane of `task_id`."""
     # -P: never put the current directory on sys.path; the worktree may hold its own `core`.
-    laneboard = [sys.executable, "-P", "-m", "tui.cli"]
+    laneboard = [sys.executable, "-P", "-m", "laneboard"]
     argv = [*laneboard, "exec", "--quiet", "--repo", str(root), "--lane", task_id, "--", command]
     return (
         "#!/bin/sh\n"

@@ -112,7 +112,7 @@ def run_cli(
     extra = env or {}
     if process or args[:1] == ("exec",) or any(key in extra for key in PROCESS_ONLY):
         result = subprocess.run(
-            [sys.executable, "-P", "-m", "tui.cli", *args],
+            [sys.executable, "-P", "-m", "laneboard", *args],
             cwd=cwd,
             env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **extra},
             capture_output=True,
@@ -129,7 +129,7 @@ class Hung(BaseException):
 
 
 def _in_process(args: list[str], cwd: Path, env: dict[str, str]) -> CliResult:
-    from tui.cli import main
+    from laneboard.tui.cli import main
 
     def hung(signum: int, frame: object) -> None:
         raise Hung(f"laneboard {' '.join(args)} still running after {DEADLINE}s")

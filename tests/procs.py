@@ -29,7 +29,7 @@ class Spawned:
     def __init__(self, args: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
         self.args = args
         self.proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "tui.cli", *args],
+            [sys.executable, "-P", "-m", "laneboard", *args],
             cwd=cwd,
             env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})},
             stdin=subprocess.PIPE,

@@ -17,13 +17,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from core.errors import LaneboardError, UsageError
+from laneboard.core.domain.errors import LaneboardError, UsageError
 
 if TYPE_CHECKING:
-    from core.leases import Lease
-    from core.models import Task
-    from core.repo import RepoContext
-    from core.service import Board
+    from laneboard.core.adapters.leases import Lease
+    from laneboard.core.adapters.repo import RepoContext
+    from laneboard.core.domain.models import Task
+    from laneboard.core.service.app import Board
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,8 +40,8 @@ _OPENED: list[Board] = []
 
 
 def _board() -> Board:
-    from core.ledger import Ledger
-    from core.service import Board
+    from laneboard.core.adapters.ledger import Ledger
+    from laneboard.core.service.app import Board
 
     board = Board(Ledger.open_default())
     _OPENED.append(board)
@@ -59,7 +59,7 @@ def _repo(board: Board, args: argparse.Namespace, *, register: bool = False) -> 
 def _repo_or_none(board: Board, args: argparse.Namespace) -> RepoContext | None:
     """The repo of `--repo` or the cwd; None when the cwd is in no repo and `--repo` is absent
     (the command then covers every registered repo)."""
-    from core.git import NotARepository
+    from laneboard.core.adapters.git import NotARepository
 
     if args.repo:
         return _repo(board, args)
@@ -70,7 +70,7 @@ def _repo_or_none(board: Board, args: argparse.Namespace) -> RepoContext | None:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from tui import output
+    from laneboard.tui import output
 
     board = _board()
     ctx, created = board.init(Path(args.path or args.repo or os.getcwd()))
@@ -99,7 +99,7 @@ def cmd_new(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace, task: Task, ctx: RepoContext, line: str) -> int:
     """The outcome of a command that changed one task: its JSON document, or one line."""
-    from tui import output
+    from laneboard.tui import output
 
     if args.json:
         output.emit_json(output.task_json(task, ctx.repo))
@@ -109,8 +109,8 @@ def _report(args: argparse.Namespace, task: Task, ctx: RepoContext, line: str) -
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    from core.repo import NotRegistered
-    from tui import output
+    from laneboard.core.adapters.repo import NotRegistered
+    from laneboard.tui import output
 
     board = _board()
     try:
@@ -142,7 +142,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     import json
 
-    from tui import output
+    from laneboard.tui import output
 
     board = _board()
     ctx = _repo(board, args)
@@ -164,7 +164,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_log(args: argparse.Namespace) -> int:
     import json
 
-    from tui import output
+    from laneboard.tui import output
 
     board = _board()
     ctx = _repo(board, args)
@@ -182,7 +182,7 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from tui import output
+    from laneboard.tui import output
 
     board = _board()
     ctx = _repo(board, args)
@@ -197,7 +197,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from tui import output
+    from laneboard.tui import output
 
     board = _board()
     ctx = _repo_or_none(board, args)
@@ -223,7 +223,7 @@ def cmd_retain(args: argparse.Namespace) -> int:
 
 
 def cmd_discard(args: argparse.Namespace) -> int:
-    from tui import output
+    from laneboard.tui import output
 
     board = _board()
     ctx = _repo(board, args)
@@ -261,10 +261,10 @@ def _print_wait(lease: Lease) -> None:
 
 
 def cmd_exec(args: argparse.Namespace) -> int:
-    from core import runner
-    from core.config import load_settings
-    from core.db import Database, default_path
-    from core.leases import LeaseStore
+    from laneboard.core.adapters.config import load_settings
+    from laneboard.core.adapters.db import Database, default_path
+    from laneboard.core.adapters.leases import LeaseStore
+    from laneboard.core.operations import exec as runner
 
     command = list(args.argv)
     if command[:1] == ["--"]:
@@ -297,7 +297,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
 
 
 def cmd_lanes(args: argparse.Namespace) -> int:
-    from tui import output
+    from laneboard.tui import output
 
     board = _board()
     ctx = _repo_or_none(board, args)
@@ -310,8 +310,8 @@ def cmd_lanes(args: argparse.Namespace) -> int:
 
 
 def cmd_shims(args: argparse.Namespace) -> int:
-    from sessions.shims import write_shims
-    from tui import output
+    from laneboard.sessions.shims import write_shims
+    from laneboard.tui import output
 
     board = _board()
     ctx = _repo(board, args)

@@ -13,11 +13,11 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from core.doctor import Finding
-from core.leases import Lease
-from core.models import Event, Repo, Task
-from core.service import LanesReport
-from core.verify import Verdict
+from laneboard.core.adapters.leases import Lease
+from laneboard.core.adapters.verify import Verdict
+from laneboard.core.domain.models import Event, Repo, Task
+from laneboard.core.operations.doctor import Finding
+from laneboard.core.service.app import LanesReport
 
 
 def iso(at: float | None) -> str | None:

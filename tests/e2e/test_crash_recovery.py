@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.faults import POINTS
+from laneboard.core.adapters.faults import POINTS
 from tests.conftest import git
 
 PROVISION_POINTS = [p for p in POINTS if p.startswith("provision.")]
@@ -63,10 +63,10 @@ def test_doctor_does_not_touch_a_provisioning_that_is_still_running(repo: Path, 
     """A task whose provisioning process is alive is reported as in progress, not fixed."""
     import os
 
-    from core import procs
-    from core.ledger import Ledger, new_task_id
-    from core.models import Actor, TaskState
-    from core.repo import open_repo
+    from laneboard.core.adapters import procs
+    from laneboard.core.adapters.ledger import Ledger, new_task_id
+    from laneboard.core.operations.repos import open_repo
+    from laneboard.core.domain.models import Actor, TaskState
 
     ledger = Ledger(Path(os.environ["LANEBOARD_HOME"]) / "ledger.sqlite3")
     ctx = open_repo(ledger, repo, register=True, actor=Actor.CLI)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from core import procs
+from laneboard.core.adapters import procs
 from tests.conftest import REPO_ROOT, git, is_ancestor
 from tests.procs import Pause
 
@@ -68,7 +68,7 @@ def paused(tmp_path: Path) -> Iterator[object]:
 
 def _discard(repo: Path, *args: str, env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-P", "-m", "tui.cli", "discard", NAME, *args],
+        [sys.executable, "-P", "-m", "laneboard", "discard", NAME, *args],
         cwd=repo,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **env},
         stdout=subprocess.PIPE,

@@ -13,8 +13,8 @@ from typing import TextIO
 
 import pytest
 
-from core.db import Database, default_path
-from core.leases import Lease, LeaseState, LeaseStore
+from laneboard.core.adapters.db import Database, default_path
+from laneboard.core.adapters.leases import Lease, LeaseState, LeaseStore
 from tests.procs import DEADLINE, Spawned, exec_agent
 
 
@@ -346,7 +346,7 @@ def test_lanes_shows_running_and_waiting_leases(board: Path, spawn, cli) -> None
 
 def test_root_request_inside_a_worktree_lease_is_refused_not_deadlocked(board: Path, cli) -> None:
     """Regression: a root-lane request from inside `exec --lane a` waited for its own lease."""
-    inner = [sys.executable, "-P", "-m", "tui.cli", "exec", "--root", "--", "true"]
+    inner = [sys.executable, "-P", "-m", "laneboard", "exec", "--root", "--", "true"]
     result = cli("exec", "--lane", "a", "--", *inner)
     assert result.code == 1
     assert "needs the root lane, but runs inside lease" in result.err
@@ -355,7 +355,7 @@ def test_root_request_inside_a_worktree_lease_is_refused_not_deadlocked(board: P
 def test_new_inside_a_worktree_lease_is_refused_before_anything_is_written(
     board: Path, cli
 ) -> None:
-    inner = [sys.executable, "-P", "-m", "tui.cli", "new", "c", "--no-start"]
+    inner = [sys.executable, "-P", "-m", "laneboard", "new", "c", "--no-start"]
     result = cli("exec", "--lane", "a", "--", *inner)
     assert result.code == 1
     assert "would wait for itself" in result.err

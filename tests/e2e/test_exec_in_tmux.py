@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from core.db import Database, default_path
-from core.leases import LeaseState, LeaseStore
+from laneboard.core.adapters.db import Database, default_path
+from laneboard.core.adapters.leases import LeaseState, LeaseStore
 from tests.conftest import DEADLINE, REPO_ROOT
 
 pytestmark = pytest.mark.tmux
@@ -46,7 +46,7 @@ def test_killing_the_pane_hangs_up_the_command_and_frees_the_lane(
         key: os.environ[key]
         for key in ("HOME", "LANEBOARD_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM")
     }
-    laneboard = [sys.executable, "-P", "-m", "tui.cli", "exec", "--lane", "a", "--"]
+    laneboard = [sys.executable, "-P", "-m", "laneboard", "exec", "--lane", "a", "--"]
     argv = [
         "env",
         f"PYTHONPATH={REPO_ROOT}",

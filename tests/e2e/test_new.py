@@ -114,7 +114,7 @@ def test_unknown_base_is_refused_before_anything_is_written(repo: Path, cli) -> 
 
 def test_two_processes_creating_the_same_name_give_one_task(repo: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    argv = [sys.executable, "-P", "-m", "tui.cli", "new", "race", "--no-start"]
+    argv = [sys.executable, "-P", "-m", "laneboard", "new", "race", "--no-start"]
     procs = [
         subprocess.Popen(argv, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for _ in range(2)
@@ -127,7 +127,7 @@ def test_two_processes_creating_the_same_name_give_one_task(repo: Path) -> None:
     assert "Traceback" not in refusal
     tasks = json.loads(
         subprocess.run(
-            [sys.executable, "-P", "-m", "tui.cli", "ls", "--json", "--all"],
+            [sys.executable, "-P", "-m", "laneboard", "ls", "--json", "--all"],
             cwd=repo,
             env=env,
             capture_output=True,
@@ -144,7 +144,7 @@ def test_many_processes_share_the_ledger(repo: Path) -> None:
     names = [f"t{i}" for i in range(6)]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-P", "-m", "tui.cli", "new", name, "--no-start"],
+            [sys.executable, "-P", "-m", "laneboard", "new", name, "--no-start"],
             cwd=repo,
             env=env,
             stdout=subprocess.PIPE,
@@ -156,7 +156,7 @@ def test_many_processes_share_the_ledger(repo: Path) -> None:
         assert proc.wait() == 0, proc.stderr.read().decode() if proc.stderr else ""
     tasks = json.loads(
         subprocess.run(
-            [sys.executable, "-P", "-m", "tui.cli", "ls", "--json"],
+            [sys.executable, "-P", "-m", "laneboard", "ls", "--json"],
             cwd=repo,
             env=env,
             capture_output=True,

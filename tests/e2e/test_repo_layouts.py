@@ -129,7 +129,7 @@ def test_repin_follows_a_device_change_and_nothing_else(repo: Path, cli) -> None
     """A remount can change the device number of every file: verification then says
     `identity-changed` forever. `verify --repin` takes the new device only when every other
     check passes and the inodes are still the pinned ones."""
-    from core.db import Database, default_path
+    from laneboard.core.adapters.db import Database, default_path
 
     assert cli("new", "r", "--no-start").code == 0
     task = _show(cli, "r")
@@ -176,7 +176,7 @@ def test_a_repository_at_a_path_that_is_not_utf8_works(tmp_path: Path) -> None:
         ("restore", "t"),
     ):
         result = subprocess.run(
-            [sys.executable, "-P", "-m", "tui.cli", *args],
+            [sys.executable, "-P", "-m", "laneboard", *args],
             cwd=root,
             env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
             capture_output=True,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from core.faults import POINTS
+from laneboard.core.adapters.faults import POINTS
 from tests.conftest import git, is_ancestor
 
 

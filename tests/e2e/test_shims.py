@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from core.db import Database, default_path
-from core.leases import LeaseStore
+from laneboard.core.adapters.db import Database, default_path
+from laneboard.core.adapters.leases import LeaseStore
 from tests.conftest import REPO_ROOT
 
 

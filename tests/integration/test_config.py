@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from core.config import Settings, _build, load_settings
-from core.errors import ConfigError
+from laneboard.core.adapters.config import Settings, _build, load_settings
+from laneboard.core.domain.errors import ConfigError
 from tests.conftest import REPO_ROOT
 
 FULL = """
@@ -76,7 +76,8 @@ def test_second_load_does_not_import_pydantic(repo: Path) -> None:
     (repo / ".laneboard.toml").write_text(FULL)
     load_settings(repo)
     code = (
-        "import sys\nfrom pathlib import Path\nfrom core.config import load_settings\n"
+        "import sys\nfrom pathlib import Path\n"
+        "from laneboard.core.adapters.config import load_settings\n"
         f"load_settings(Path({str(repo)!r}))\nprint('pydantic' in sys.modules)"
     )
     result = subprocess.run(

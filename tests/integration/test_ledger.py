@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from core.db import LEDGER_NAME, MIGRATIONS
-from core.errors import LaneboardError, LedgerError
-from core.ledger import Ledger, NameTaken, new_task_id
-from core.models import Actor, TaskState
+from laneboard.core.adapters.db import LEDGER_NAME, MIGRATIONS
+from laneboard.core.adapters.ledger import Ledger, NameTaken, new_task_id
+from laneboard.core.domain.errors import LaneboardError, LedgerError
+from laneboard.core.domain.models import Actor, TaskState
 
 
 def _task_fields(repo_id: int, name: str) -> dict[str, object]:

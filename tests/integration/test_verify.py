@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from core.identity import Identity
-from core.verify import MAX_GITFILE_BYTES, Reason, Verdict, verify_worktree
+from laneboard.core.adapters.verify import MAX_GITFILE_BYTES, Reason, Verdict, verify_worktree
+from laneboard.core.domain.identity import Identity
 from tests.conftest import git, make_repo
 
 

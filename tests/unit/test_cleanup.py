@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.cleanup import (
+from laneboard.core.adapters.config import DEFAULT_REBUILDABLE
+from laneboard.core.domain.cleanup import (
     BlockerKind,
     BranchFacts,
     WorktreeFacts,
@@ -13,7 +14,6 @@ from core.cleanup import (
     is_rebuildable,
     worktree_blockers,
 )
-from core.config import DEFAULT_REBUILDABLE
 
 K = BlockerKind
 

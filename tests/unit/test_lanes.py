@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.lanes import Admission, Wait, WaitKind, admit, conflicts
-from core.leases import Lease, LeaseKind, LeaseState
+from laneboard.core.adapters.leases import Lease, LeaseKind, LeaseState
+from laneboard.core.domain.lanes import Admission, Wait, WaitKind, admit, conflicts
 
 
 @dataclass(frozen=True)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from core.lifecycle import (
+from laneboard.core.domain.lifecycle import (
     DISPOSITION_OF,
     TRANSITIONS,
     IllegalTransition,
     check_transition,
     is_terminal,
 )
-from core.models import TaskState
+from laneboard.core.domain.models import TaskState
 
 
 def test_every_state_has_a_row() -> None:

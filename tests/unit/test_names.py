@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.names import (
+from laneboard.core.domain.names import (
     NameError_,
     branch_for,
     check_branch_prefix,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from core import procs
+from laneboard.core.adapters import procs
 
 
 def test_this_process_is_alive_with_its_start_time() -> None:

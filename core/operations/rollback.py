@@ -14,14 +14,14 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from core.copies import unchanged_copies
-from core.errors import LaneboardError
-from core.git import delete_ref_if, status, worktree_list, worktree_remove
-from core.leases import Lease, LeaseKind
-from core.ledger import Ledger
-from core.models import Actor, Task, TaskState
-from core.provision import ProvisionFailed, adopt_leftover_worktree, describe
-from core.repo import RepoContext
+from laneboard.core.adapters.git import delete_ref_if, status, worktree_list, worktree_remove
+from laneboard.core.adapters.leases import Lease, LeaseKind
+from laneboard.core.adapters.ledger import Ledger
+from laneboard.core.adapters.repo import RepoContext
+from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.models import Actor, Task, TaskState
+from laneboard.core.operations.copies import unchanged_copies
+from laneboard.core.operations.provision import ProvisionFailed, adopt_leftover_worktree, describe
 
 OnWait = Callable[[Lease], None] | None
 
@@ -89,7 +89,7 @@ def rollback(
 def _undo(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor, *, force: bool) -> list[str]:
     """Remove the task's worktree and branch where the ledger proves them its own; return what
     was kept and why."""
-    from core.removal import save_worktree
+    from laneboard.core.operations.discard import save_worktree
 
     path = Path(task.worktree_path)
     kept: list[str] = []

@@ -12,13 +12,16 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from core import procs, removal
-from core.errors import LaneboardError
-from core.git import WorktreeEntry, worktree_list
-from core.leases import LeaseKind, LeaseStore
-from core.ledger import Ledger
-from core.models import Actor, Task, TaskState
-from core.provision import (
+from laneboard.core.adapters import procs
+from laneboard.core.adapters.git import WorktreeEntry, worktree_list
+from laneboard.core.adapters.leases import LeaseKind, LeaseStore
+from laneboard.core.adapters.ledger import Ledger
+from laneboard.core.adapters.repo import RepoContext
+from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.models import Actor, Task, TaskState
+from laneboard.core.domain.runtime import Runtime
+from laneboard.core.operations import discard as removal
+from laneboard.core.operations.provision import (
     branch_message,
     finish,
     intent,
@@ -26,9 +29,7 @@ from core.provision import (
     pristine,
     record_created,
 )
-from core.repo import RepoContext
-from core.rollback import rollback
-from core.runtime import Runtime
+from laneboard.core.operations.rollback import rollback
 
 
 @dataclass(frozen=True)

@@ -15,16 +15,23 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core import procs
-from core.cleanup import BranchFacts, WorktreeFacts
-from core.copies import unchanged_copies
-from core.git import IndexListing, StatusFacts, WorktreeEntry, index_listing, status, worktree_list
-from core.leases import LeaseState, LeaseStore
-from core.ledger import Ledger
-from core.models import Task
-from core.provision import LOCK_PREFIX, branch_message
-from core.repo import RepoContext
-from core.runtime import Runtime
+from laneboard.core.adapters import procs
+from laneboard.core.adapters.git import (
+    IndexListing,
+    StatusFacts,
+    WorktreeEntry,
+    index_listing,
+    status,
+    worktree_list,
+)
+from laneboard.core.adapters.leases import LeaseState, LeaseStore
+from laneboard.core.adapters.ledger import Ledger
+from laneboard.core.adapters.repo import RepoContext
+from laneboard.core.domain.cleanup import BranchFacts, WorktreeFacts
+from laneboard.core.domain.models import Task
+from laneboard.core.domain.runtime import Runtime
+from laneboard.core.operations.copies import unchanged_copies
+from laneboard.core.operations.provision import LOCK_PREFIX, branch_message
 
 OPERATIONS = (
     ("MERGE_HEAD", "merge"),

@@ -37,9 +37,9 @@ from typing import Any
 
 import pygit2
 
-from core.errors import LaneboardError
-from core.git import StatusFacts, git_env, run_git
-from core.safefs import Below
+from laneboard.core.adapters.git import StatusFacts, git_env, run_git
+from laneboard.core.adapters.safefs import Below
+from laneboard.core.domain.errors import LaneboardError
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "laneboard",

@@ -14,13 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core.config import state_dir
-from core.errors import LaneboardError
-from core.leases import LEASE_ENV, Lease, LeaseKind
-from core.ledger import Ledger
-from core.models import Actor, Task
-from core.repo import RepoContext
-from core.runner import find_command, spawn_and_wait
+from laneboard.core.adapters.config import state_dir
+from laneboard.core.adapters.leases import LEASE_ENV, Lease, LeaseKind
+from laneboard.core.adapters.ledger import Ledger
+from laneboard.core.adapters.process import find_command, spawn_and_wait
+from laneboard.core.adapters.repo import RepoContext
+from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.models import Actor, Task
 
 JOURNAL_BYTES = 64 * 1024
 """At most this much of the setup's output (its end) goes into the journal."""

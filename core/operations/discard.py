@@ -36,17 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core import faults, procs, snapshot
-from core.cleanup import (
-    Blocker,
-    BlockerKind,
-    Decision,
-    branch_blockers,
-    worktree_blockers,
-)
-from core.errors import GitError, LaneboardError
-from core.facts import Observation, admin_dir, branch_facts, commits_at_stake, listed, observe
-from core.git import (
+from laneboard.core.adapters import faults, procs, snapshot
+from laneboard.core.adapters.git import (
     delete_ref_if,
     index_listing,
     run_git,
@@ -55,13 +46,29 @@ from core.git import (
     worktree_move,
     worktree_remove,
 )
-from core.leases import Lease, LeaseKind, LeaseState, LeaseStore
-from core.ledger import Ledger
-from core.lifecycle import check_transition
-from core.models import Actor, Task, TaskState
-from core.repo import RepoContext
-from core.runtime import Runtime
-from core.verify import Reason
+from laneboard.core.adapters.leases import Lease, LeaseKind, LeaseState, LeaseStore
+from laneboard.core.adapters.ledger import Ledger
+from laneboard.core.adapters.repo import RepoContext
+from laneboard.core.adapters.verify import Reason
+from laneboard.core.domain.cleanup import (
+    Blocker,
+    BlockerKind,
+    Decision,
+    branch_blockers,
+    worktree_blockers,
+)
+from laneboard.core.domain.errors import GitError, LaneboardError
+from laneboard.core.domain.lifecycle import check_transition
+from laneboard.core.domain.models import Actor, Task, TaskState
+from laneboard.core.domain.runtime import Runtime
+from laneboard.core.operations.facts import (
+    Observation,
+    admin_dir,
+    branch_facts,
+    commits_at_stake,
+    listed,
+    observe,
+)
 
 OnWait = Callable[[Lease], None] | None
 QUARANTINE_PREFIX = ".discarding-"

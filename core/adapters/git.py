@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pygit2
 
-from core.errors import GitError
+from laneboard.core.domain.errors import GitError
 
 _SCRUBBED = (
     "GIT_DIR",

@@ -28,9 +28,10 @@ from enum import StrEnum
 from pathlib import Path
 from sqlite3 import Connection, Row
 
-from core import lanes, procs
-from core.db import Database, from_db, to_db
-from core.errors import LaneboardError, WaitTimeout
+from laneboard.core.adapters import procs
+from laneboard.core.adapters.db import Database, from_db, to_db
+from laneboard.core.domain import lanes
+from laneboard.core.domain.errors import LaneboardError, WaitTimeout
 
 LEASE_ENV = "LANEBOARD_LEASE"
 """Set in a command's environment to the seq of the lease it runs under."""

@@ -17,10 +17,10 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from core.ledger import Ledger
-from core.models import Actor, Task
-from core.repo import RepoContext
-from core.safefs import Below, split
+from laneboard.core.adapters.ledger import Ledger
+from laneboard.core.adapters.repo import RepoContext
+from laneboard.core.adapters.safefs import Below, split
+from laneboard.core.domain.models import Actor, Task
 
 
 def copy_files(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> None:

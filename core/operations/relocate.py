@@ -14,32 +14,15 @@ is re-pinned if the repair rewrote it. Everything done is journalled (`repo.move
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.config import Settings
-from core.git import GitRepo, RepoPaths, run_git
-from core.leases import LeaseKind, LeaseStore, hold
-from core.ledger import Ledger, RepoIdentity
-from core.models import Actor, Repo, Task
-from core.verify import verify_worktree
-
-
-@dataclass
-class Relocation:
-    """What was done when a moved repository was found again."""
-
-    repo: Repo
-    moved_from: str
-    repaired: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-
-    def lines(self) -> list[str]:
-        said = [f"{self.repo.root}: the repository moved here from {self.moved_from}"]
-        if self.repaired:
-            said.append(f"repaired the worktrees of {', '.join(self.repaired)}")
-        return said + self.problems
+from laneboard.core.adapters.config import Settings
+from laneboard.core.adapters.git import GitRepo, RepoPaths, run_git
+from laneboard.core.adapters.leases import LeaseKind, LeaseStore, hold
+from laneboard.core.adapters.ledger import Ledger, RepoIdentity
+from laneboard.core.adapters.verify import verify_worktree
+from laneboard.core.domain.models import Actor, Relocation, Repo, Task
 
 
 def identity_of(paths: RepoPaths, git: GitRepo) -> RepoIdentity:

@@ -13,6 +13,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+SHIM_MARKER = b"# laneboard-shim"
+"""The second line of every lane command shim; command lookup skips files that carry it, so a
+shim never calls itself."""
+
 
 class Claim(Protocol):
     """What admission needs to know about a lease; `core.models.Lease` satisfies it.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from core.models import Task
+from laneboard.core.domain.models import Task
 
 
 class Runtime(Protocol):

@@ -12,23 +12,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core import provision as provision_mod
-from core import removal
-from core import restore as restore_mod
-from core.cleanup import Decision
+from laneboard.core.domain.cleanup import Decision
+from laneboard.core.operations import discard as removal
+from laneboard.core.operations import provision as provision_mod
+from laneboard.core.operations import restore as restore_mod
 
 if TYPE_CHECKING:
-    from core import doctor as doctor_mod
-from core.config import load_settings
-from core.errors import ConfigError, LaneboardError
-from core.git import discover, resolve_at
-from core.leases import Lease, LeaseState, LeaseStore
-from core.ledger import Ledger
-from core.models import Actor, Event, Repo, Task
-from core.names import branch_for
-from core.repo import RepoContext, open_repo
-from core.runtime import NoRuntime, Runtime
-from core.verify import Reason, Verdict, verify_worktree
+    from laneboard.core.operations import doctor as doctor_mod
+from laneboard.core.adapters.config import load_settings
+from laneboard.core.adapters.git import discover, resolve_at
+from laneboard.core.adapters.leases import Lease, LeaseState, LeaseStore
+from laneboard.core.adapters.ledger import Ledger
+from laneboard.core.adapters.repo import RepoContext
+from laneboard.core.adapters.verify import Reason, Verdict, verify_worktree
+from laneboard.core.domain.errors import ConfigError, LaneboardError
+from laneboard.core.domain.models import Actor, Event, Repo, Task
+from laneboard.core.domain.names import branch_for
+from laneboard.core.domain.runtime import NoRuntime, Runtime
+from laneboard.core.operations.repos import open_repo
 
 
 class UnknownTask(LaneboardError):
@@ -258,7 +259,7 @@ class Board:
         self, ctx: RepoContext | None, *, fix: bool
     ) -> list[tuple[Repo, list[doctor_mod.Finding]]]:
         """Findings per repo (the given one, or every registered repo)."""
-        from core import doctor as doctor_mod
+        from laneboard.core.operations import doctor as doctor_mod
 
         contexts: list[tuple[Repo, RepoContext | None, doctor_mod.Finding | None]] = []
         if ctx is not None:

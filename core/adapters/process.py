@@ -1,11 +1,10 @@
-"""`laneboard exec`: run one command in a lane, holding the lane's lease while it runs.
+"""Starting a command and waiting for it: the fork gate, process groups and sessions, the
+terminal's foreground, and passing signals on (used by `laneboard exec` and by provisioning's
+setup command).
 
-Owns the lean path from a command line to a running command: find the repo and lane by reading
-files and the ledger (no pygit2, no pydantic unless a config file needs validating), wait for
-admission, verify the worktree (a forged, symlinked or moved lane is refused, never run at the
-root instead), run the command with stdio attached, pass signals on, and release the lease only
-after the command has exited. Shims call this too; a command already running inside a lease that
-covers the lane runs directly, so nested shims never wait on their own lane.
+`spawn_and_wait` forks and runs Python in the child before `exec` (the gate that lets the
+caller record the child first), and blocks signals with `pthread_sigmask`: it is for a process
+with a single thread (the command line). Never call it from a thread of the board.
 """
 
 from __future__ import annotations
@@ -15,28 +14,13 @@ import os
 import signal
 from collections.abc import Callable, Iterable
 from contextlib import suppress
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from core.config import Settings
-from core.db import Database, from_db, to_db
-from core.errors import LaneboardError
-from core.identity import Identity
-from core.leases import LEASE_ENV, Lease, LeaseKind, LeaseStore, hold
-from core.verify import common_dir_of, verify_worktree
+from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.lanes import SHIM_MARKER
 
-SHIM_MARKER = b"# laneboard-shim"
-"""The second line of every shim script; command lookup skips files that carry it."""
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-UNSETTLED = ("new", "provisioning", "discarding")
-"""States in which a task's worktree is being created or removed: no command may run there."""
-
-
-class LaneRejected(LaneboardError):
-    """The lane's worktree failed verification; nothing was run."""
 
 
 class CommandNotFound(LaneboardError):
@@ -49,76 +33,6 @@ class CannotRun(LaneboardError):
     """The command exists but cannot be executed; exit code 126 as in a shell."""
 
     exit_code = 126
-
-
-@dataclass(frozen=True)
-class LaneTarget:
-    """Where a command runs: a repo's root lane or one task's worktree lane."""
-
-    repo_id: int
-    root: Path
-    common_dir: Path
-    lane: str | None
-    """The task id of a worktree lane; None for the root lane."""
-    label: str
-    """The task name, or `root`."""
-    cwd: Path
-    area: Path | None = None
-    admin_name: str | None = None
-    identity: Identity | None = None
-
-
-def resolve_target(db: Database, start: Path, lane: str | None) -> LaneTarget:
-    """The lane `lane` (a task name or id; None = root) of the repo containing `start`."""
-    common = common_dir_of(start)
-    if common is None:
-        raise LaneboardError(f"{start} is not inside a git repository")
-    repo = db.conn.execute(
-        "SELECT id, root FROM repos WHERE common_dir = ?", (to_db(str(common)),)
-    ).fetchone()
-    if repo is None:
-        raise LaneboardError(f"{start} is in no registered repository; run `laneboard init`")
-    root = Path(from_db(repo["root"]) or "")
-    if lane is None:
-        return LaneTarget(repo["id"], root, common, None, "root", root)
-    task = db.conn.execute(
-        "SELECT * FROM tasks WHERE repo_id = ? AND (name = ? OR id = ?) AND retired_at IS NULL",
-        (repo["id"], lane, lane),
-    ).fetchone()
-    if task is None:
-        raise LaneboardError(f"no live task named {lane!r} in {root}")
-    if task["state"] in UNSETTLED or task["dir_ino"] is None:
-        raise LaneboardError(
-            f"task {task['name']} is {task['state']}: its worktree is not ready for commands"
-        )
-    identity = Identity(*(task[key] for key in Identity.FIELDS))
-    return LaneTarget(
-        repo_id=repo["id"],
-        root=root,
-        common_dir=common,
-        lane=task["id"],
-        label=task["name"],
-        cwd=Path(from_db(task["worktree_path"]) or ""),
-        area=Path(from_db(task["area"]) or ""),
-        admin_name=task["admin_name"],
-        identity=identity,
-    )
-
-
-def verify_target(target: LaneTarget) -> None:
-    """Refuse a worktree lane whose worktree fails verification against its pinned identity."""
-    if target.lane is None:
-        return
-    assert target.area is not None
-    verdict = verify_worktree(
-        target.cwd,
-        area=target.area,
-        common_dir=target.common_dir,
-        admin_name=target.admin_name,
-        identity=target.identity,
-    )
-    if not verdict.ok:
-        raise LaneRejected(f"lane {target.label} rejected: {verdict}")
 
 
 def find_command(name: str, path: str | None = None) -> str | None:
@@ -138,106 +52,6 @@ def find_command(name: str, path: str | None = None) -> str | None:
             continue
         if SHIM_MARKER not in head:
             return candidate
-    return None
-
-
-def run(
-    store: LeaseStore,
-    target: LaneTarget,
-    settings: Settings,
-    argv: list[str],
-    *,
-    timeout: float | None,
-    on_wait: Callable[[Lease], None] | None,
-) -> int:
-    """Run `argv` in `target`'s lane; return its exit code (128+N when killed by signal N).
-
-    Verifies the worktree before queueing and again right after admission; waits (cancellable
-    by SIGINT, SIGTERM, SIGHUP or `timeout`) without holding anything but a queue position.
-    """
-    executable = find_command(argv[0])
-    if executable is None:
-        raise CommandNotFound(f"command not found: {argv[0]}")
-    verify_target(target)
-    env = {
-        **os.environ,
-        **settings.env,
-        "LANEBOARD_REPO": str(target.root),
-        "LANEBOARD_LANE": target.label,
-    }
-    with (
-        _cancel_on_signals(),
-        hold(
-            store,
-            repo_id=target.repo_id,
-            lane=target.lane,
-            kind=LeaseKind.EXEC,
-            command=argv,
-            repo_cap=settings.lanes.repo_cap,
-            timeout=timeout,
-            on_wait=on_wait,
-        ) as held,
-    ):
-        verify_target(target)  # again: the worktree may have changed while we waited
-        env[LEASE_ENV] = str(held.lease.seq)
-        held.exit_code = spawn_and_wait(
-            executable,
-            argv,
-            working_dir(target),
-            env,
-            held.record_child,
-            own_group=not held.inherited,
-        )
-    return held.exit_code
-
-
-def working_dir(target: LaneTarget) -> Path:
-    """Where the command runs: the caller's directory when it lies inside the lane's tree (a
-    shim called from `frontend/` runs there), else the top of the lane (the worktree, or the
-    root for the root lane)."""
-    try:
-        here = os.path.realpath(os.getcwd())
-    except OSError:  # the caller's directory was removed
-        return target.cwd
-    top = os.path.realpath(target.cwd)
-    if here != top and not here.startswith(top.rstrip("/") + "/"):
-        return target.cwd
-    if target.lane is None:
-        # A root command is not run inside a task's worktree (or any other checkout in the root).
-        directory = Path(here)
-        while str(directory) != top and directory != directory.parent:
-            if os.path.lexists(directory / ".git"):
-                return target.cwd
-            directory = directory.parent
-    return Path(here)
-
-
-class _Interrupted(BaseException):
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-class _cancel_on_signals:
-    """While waiting, SIGTERM and SIGHUP cancel the wait as SIGINT does (KeyboardInterrupt)."""
-
-    def __enter__(self) -> None:
-        def interrupt(signum: int, frame: object) -> None:
-            raise _Interrupted(signum)
-
-        self._old = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
-
-    def __exit__(self, *exc: object) -> None:
-        for signum, handler in self._old.items():
-            signal.signal(signum, handler)
-
-
-def exit_code_for(err: BaseException) -> int | None:
-    """The exit code for an interrupted wait (128 + signal), or None for other errors."""
-    if isinstance(err, _Interrupted):
-        return 128 + err.signum
-    if isinstance(err, KeyboardInterrupt):
-        return 128 + signal.SIGINT
     return None
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from core.errors import LedgerError
+from laneboard.core.domain.errors import LedgerError
 
 LEDGER_NAME = "ledger.sqlite3"
 BUSY_TIMEOUT_MS = 30_000
@@ -143,7 +143,7 @@ def from_db(value: str | bytes | None) -> str | None:
 
 def default_path() -> Path:
     """`ledger.sqlite3` in `$LANEBOARD_HOME`, else in the platform's user state dir."""
-    from core.config import state_dir
+    from laneboard.core.adapters.config import state_dir
 
     return state_dir() / LEDGER_NAME
 

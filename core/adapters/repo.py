@@ -1,6 +1,7 @@
 """A registered repository in use: its paths, settings, git handle and worktree area.
 
-Built once per command from `--repo` or the current directory (the root or any worktree of it).
+Built once per command by `core.operations.repos.open_repo` from `--repo` or the current
+directory (the root or any worktree of it).
 """
 
 from __future__ import annotations
@@ -10,14 +11,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.config import Settings, load_settings
-from core.errors import LaneboardError
-from core.git import GitRepo, RepoPaths, discover
-from core.leases import Held, Lease, LeaseKind, LeaseStore, hold
-from core.ledger import Ledger
-from core.models import Actor, Repo, Task
-from core.relocate import Relocation, find_moved, identity_of, relocate
-from core.verify import Verdict, verify_worktree
+from laneboard.core.adapters.config import Settings
+from laneboard.core.adapters.git import GitRepo, RepoPaths
+from laneboard.core.adapters.leases import Held, Lease, LeaseKind, LeaseStore, hold
+from laneboard.core.adapters.ledger import Ledger
+from laneboard.core.adapters.verify import Verdict, verify_worktree
+from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.models import Relocation, Repo, Task
 
 
 class NotRegistered(LaneboardError):
@@ -83,44 +83,3 @@ class RepoContext:
             on_wait=on_wait,
         ) as held:
             yield held
-
-
-def open_repo(ledger: Ledger, path: Path, *, register: bool, actor: Actor) -> RepoContext:
-    """The repo that contains `path`. With `register`, an unknown repo is registered (as
-    `laneboard init` does); otherwise it is refused with a hint. A registered repo that moved
-    is recognised by its identity, and its record and laneboard's worktrees are repaired."""
-
-    def registered_root(common: Path) -> Path | None:
-        known = ledger.repo_by_common_dir(str(common))
-        return Path(known.root) if known else None
-
-    paths = discover(path, registered_root=registered_root)
-    settings = load_settings(paths.root)
-    git = GitRepo(paths)
-    repo = ledger.repo_by_common_dir(str(paths.common_dir))
-    created = False
-    relocation = None
-    if repo is None:
-        identity = identity_of(paths, git)
-        moved = find_moved(ledger, paths, identity, git)
-        if moved is not None:
-            relocation = relocate(ledger, moved, paths, settings, actor)
-            repo = relocation.repo
-        elif not register:
-            raise NotRegistered(
-                f"{paths.root} is not registered with laneboard; run `laneboard init {paths.root}`"
-            )
-        else:
-            repo, created = ledger.ensure_repo(
-                str(paths.common_dir), str(paths.root), paths.name, actor, identity
-            )
-    elif repo.common_ino is None:  # registered before identities were kept
-        ledger.set_repo_identity(repo.id, identity_of(paths, git))
-    return RepoContext(
-        repo=repo,
-        paths=paths,
-        settings=settings,
-        git=git,
-        registered_now=created,
-        relocation=relocation,
-    )

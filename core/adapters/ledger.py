@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core import procs
-from core.db import Database, default_path, from_db, to_db
-from core.errors import LaneboardError, LedgerError
-from core.identity import Identity
-from core.lifecycle import DISPOSITION_OF, OWNED, check_transition
-from core.models import Actor, Event, Repo, Task, TaskState
+from laneboard.core.adapters import procs
+from laneboard.core.adapters.db import Database, default_path, from_db, to_db
+from laneboard.core.domain.errors import LaneboardError, LedgerError
+from laneboard.core.domain.identity import Identity
+from laneboard.core.domain.lifecycle import DISPOSITION_OF, OWNED, check_transition
+from laneboard.core.domain.models import Actor, Disposition, Event, Repo, Task, TaskState
 
 
 class NameTaken(LaneboardError):
@@ -63,14 +63,17 @@ def _task_from_row(row: sqlite3.Row) -> Task:
     data["worktree_created_by_us"] = bool(row["worktree_created_by_us"])
     for key in ("dir_dev", "dir_ino", "gitfile_dev", "gitfile_ino"):
         data.pop(key, None)
-    return Task.model_validate(data)
+    data["state"] = TaskState(data["state"])
+    if data["disposition"] is not None:
+        data["disposition"] = Disposition(data["disposition"])
+    return Task(**data)
 
 
 def _repo_from_row(row: sqlite3.Row) -> Repo:
     data = dict(zip(row.keys(), row, strict=True))
     data["common_dir"], data["root"] = from_db(data["common_dir"]), from_db(data["root"])
     data["name"] = from_db(data["name"])
-    return Repo.model_validate(data)
+    return Repo(**data)
 
 
 PATH_COLUMNS = ("area", "worktree_path")

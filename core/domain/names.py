@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from core.errors import LaneboardError
+from laneboard.core.domain.errors import LaneboardError
 
 TASK_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 TASK_ID = re.compile(r"[0-9a-f]{12}")

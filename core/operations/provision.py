@@ -16,16 +16,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core import faults, snapshot
-from core.copies import copy_files
-from core.errors import LaneboardError
-from core.git import create_branch, status, worktree_add, worktree_list, worktree_unlock
-from core.leases import Lease, LeaseKind, LeaseStore
-from core.ledger import Ledger, NameTaken, new_task_id
-from core.models import Actor, Task, TaskState
-from core.names import branch_for
-from core.repo import RepoContext
-from core.setup import OnOutput, run_setup
+from laneboard.core.adapters import faults, snapshot
+from laneboard.core.adapters.git import (
+    create_branch,
+    status,
+    worktree_add,
+    worktree_list,
+    worktree_unlock,
+)
+from laneboard.core.adapters.leases import Lease, LeaseKind, LeaseStore
+from laneboard.core.adapters.ledger import Ledger, NameTaken, new_task_id
+from laneboard.core.adapters.repo import RepoContext
+from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.models import Actor, Task, TaskState
+from laneboard.core.domain.names import branch_for
+from laneboard.core.operations.copies import copy_files
+from laneboard.core.operations.setup import OnOutput, run_setup
 
 LOCK_PREFIX = "laneboard: initializing task "
 
@@ -117,7 +123,7 @@ def create(
     branch starts (the same for a new task; the saved tip for a restored one). `extra` goes into
     the intent event (a restore names its snapshot there).
     """
-    from core.rollback import rollback_after
+    from laneboard.core.operations.rollback import rollback_after
 
     area = ctx.area
     path = area / name
@@ -234,7 +240,7 @@ def finish(
     `setup_is_ours`: files in the worktree were made only by this provisioning, so a failure may
     force-remove the worktree. `doctor` passes False: after a crash, someone may have been in there.
     """
-    from core.rollback import rollback_after
+    from laneboard.core.operations.rollback import rollback_after
 
     try:
         task = _pin(ctx, ledger, task, actor)

@@ -11,14 +11,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from core import snapshot
-from core.errors import LaneboardError
-from core.leases import Lease
-from core.ledger import Ledger
-from core.models import Actor, Task, TaskState
-from core.names import branch_for, check_task_name
-from core.provision import create, refuse_live_name
-from core.repo import RepoContext
+from laneboard.core.adapters import snapshot
+from laneboard.core.adapters.leases import Lease
+from laneboard.core.adapters.ledger import Ledger
+from laneboard.core.adapters.repo import RepoContext
+from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.models import Actor, Task, TaskState
+from laneboard.core.domain.names import branch_for, check_task_name
+from laneboard.core.operations.provision import create, refuse_live_name
 
 OnWait = Callable[[Lease], None] | None
 

@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, get_type_hints
 
-from core.errors import ConfigError, LaneboardError
-from core.names import check_branch_prefix
+from laneboard.core.domain.errors import ConfigError, LaneboardError
+from laneboard.core.domain.names import check_branch_prefix
 
 REPO_CONFIG_NAME = ".laneboard.toml"
 USER_CONFIG_NAME = "config.toml"
@@ -224,7 +224,8 @@ def _problem(settings: Settings) -> str | None:
 
 
 _SCHEMA = hashlib.sha256(
-    Path(__file__).read_bytes() + (Path(__file__).parent / "names.py").read_bytes()
+    Path(__file__).read_bytes()
+    + (Path(__file__).parent.parent / "domain" / "names.py").read_bytes()
 ).hexdigest()
 """Changes to the settings' types or rules invalidate every marker."""
 

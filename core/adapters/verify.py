@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from core.identity import Identity
+from laneboard.core.domain.identity import Identity
 
 MAX_GITFILE_BYTES = 1 << 20
 GITFILE_PREFIX = b"gitdir: "

@@ -8,8 +8,8 @@ operator must be able to stop and clean up any live task.
 
 from __future__ import annotations
 
-from core.errors import LaneboardError
-from core.models import Disposition, TaskState
+from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.models import Disposition, TaskState
 
 S = TaskState
 
