@@ -65,8 +65,8 @@ def test_doctor_does_not_touch_a_provisioning_that_is_still_running(repo: Path, 
 
     from laneboard.core.adapters import procs
     from laneboard.core.adapters.ledger import Ledger, new_task_id
-    from laneboard.core.operations.repos import open_repo
     from laneboard.core.domain.models import Actor, TaskState
+    from laneboard.core.operations.repos import open_repo
 
     ledger = Ledger(Path(os.environ["LANEBOARD_HOME"]) / "ledger.sqlite3")
     ctx = open_repo(ledger, repo, register=True, actor=Actor.CLI)
