@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, NoReturn
 from laneboard.core.domain.errors import LaneboardError, UsageError
 
 if TYPE_CHECKING:
-    from laneboard.core.adapters.leases import Lease
     from laneboard.core.adapters.repo import RepoContext
+    from laneboard.core.domain.lanes import Lease
     from laneboard.core.domain.models import Task
     from laneboard.core.service.app import Board
 

@@ -13,8 +13,8 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from laneboard.core.adapters.leases import Lease
 from laneboard.core.adapters.verify import Verdict
+from laneboard.core.domain.lanes import Lease
 from laneboard.core.domain.models import Event, Repo, Task
 from laneboard.core.operations.doctor import Finding
 from laneboard.core.service.app import LanesReport
@@ -97,7 +97,7 @@ def lease_json(lease: Lease) -> dict[str, Any]:
         "child_pid": lease.child_pid,
         "created_at": iso(lease.created_at),
         "admitted_at": iso(lease.admitted_at),
-        "wait_reason": lease.wait_reason,
+        "wait_reason": lease.wait_reason.as_dict() if lease.wait_reason else None,
     }
 
 

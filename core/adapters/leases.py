@@ -24,7 +24,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from sqlite3 import Connection, Row
 
@@ -32,6 +31,7 @@ from laneboard.core.adapters import procs
 from laneboard.core.adapters.db import Database, from_db, to_db
 from laneboard.core.domain import lanes
 from laneboard.core.domain.errors import LaneboardError, WaitTimeout
+from laneboard.core.domain.lanes import Lease, LeaseKind, LeaseState, WaitReason
 
 LEASE_ENV = "LANEBOARD_LEASE"
 """Set in a command's environment to the seq of the lease it runs under."""
@@ -41,89 +41,31 @@ wake it at once; this only covers what neither signals (a notifier killed betwee
 its wake-up write)."""
 
 
-class LeaseState(StrEnum):
-    """A lease waits, then runs while its command lives, then is released (never deleted)."""
-
-    WAITING = "waiting"
-    RUNNING = "running"
-    RELEASED = "released"
-
-
-class LeaseKind(StrEnum):
-    """What a lease was taken for."""
-
-    EXEC = "exec"
-    """A command run with `laneboard exec` (or a shim)."""
-    PROVISION = "provision"
-    """`git worktree add` while creating a task (root lane)."""
-    SETUP = "setup"
-    """The setup command of a new worktree (its worktree lane)."""
-    REMOVE = "remove"
-    """Removing a worktree and its branch (root lane)."""
-    RESTORE = "restore"
-    """Bringing a discarded task back from a snapshot (root lane)."""
-    INTEGRATE = "integrate"
-    """Integration into a target branch (root lane)."""
-    REPAIR = "repair"
-    """`git worktree repair` of laneboard's worktrees after their repository moved (root lane)."""
+def lease_from_row(row: Row) -> Lease:
+    data = dict(zip(row.keys(), row, strict=True))
+    data["kind"] = LeaseKind(data["kind"])
+    data["state"] = LeaseState(data["state"])
+    data["command"] = tuple(json.loads(data["command"]))
+    data["wake"] = from_db(data["wake"])
+    data["wait_reason"] = WaitReason.from_json(data["wait_reason"])
+    return Lease(**data)
 
 
-@dataclass(frozen=True)
-class Lease:
-    """One row of the leases table. `seq` orders arrivals; `lane` is None for the root lane, else
-    the id of the task whose worktree lane it claims."""
+def holder_alive(lease: Lease) -> bool:
+    """The holder process, the command it started, or anything that command started in its
+    process group (or session) still runs: a background job keeps its lane."""
+    if procs.alive(lease.holder_pid, lease.holder_start):
+        return True
+    if lease.child_pid is not None and procs.alive(lease.child_pid, lease.child_start):
+        return True
+    return procs.group_alive(lease.pgid, lease.sid, lease.child_start)
 
-    seq: int
-    repo_id: int
-    lane: str | None
-    kind: LeaseKind
-    state: LeaseState
-    holder_pid: int
-    holder_start: int
-    command: list[str]
-    created_at: float
-    admitted_at: float | None = None
-    released_at: float | None = None
-    release_reason: str | None = None
-    child_pid: int | None = None
-    child_start: int | None = None
-    wake: str | None = None
-    wait_reason: str | None = None
-    admit_order: int | None = None
-    repo_cap: int | None = None
-    exit_code: int | None = None
-    pgid: int | None = None
-    """The process group the command was started in (its own)."""
-    sid: int | None = None
-    """The session the command was started in, when it got one of its own (no terminal)."""
 
-    @property
-    def is_root(self) -> bool:
-        return self.lane is None
-
-    @classmethod
-    def from_row(cls, row: Row) -> Lease:
-        data = dict(zip(row.keys(), row, strict=True))
-        data["kind"] = LeaseKind(data["kind"])
-        data["state"] = LeaseState(data["state"])
-        data["command"] = json.loads(data["command"])
-        data["wake"] = from_db(data["wake"])
-        return cls(**data)
-
-    def holder_alive(self) -> bool:
-        """The holder process, the command it started, or anything that command started in its
-        process group (or session) still runs: a background job keeps its lane."""
-        if procs.alive(self.holder_pid, self.holder_start):
-            return True
-        if self.child_pid is not None and procs.alive(self.child_pid, self.child_start):
-            return True
-        return procs.group_alive(self.pgid, self.sid, self.child_start)
-
-    def remaining(self) -> list[int]:
-        """Processes that keep the lease after its command exited (its group or session)."""
-        if self.pgid is None and self.sid is None:
-            return []
-        return procs.members(pgid=self.pgid, sid=self.sid, since=self.child_start)
+def remaining(lease: Lease) -> list[int]:
+    """Processes that keep the lease after its command exited (its group or session)."""
+    if lease.pgid is None and lease.sid is None:
+        return []
+    return procs.members(pgid=lease.pgid, sid=lease.sid, since=lease.child_start)
 
 
 class LeaseReleased(LaneboardError):
@@ -145,7 +87,7 @@ class LeaseStore:
         row = self.database.conn.execute("SELECT * FROM leases WHERE seq = ?", (seq,)).fetchone()
         if row is None:
             raise LaneboardError(f"no lease #{seq}")
-        return Lease.from_row(row)
+        return lease_from_row(row)
 
     def active(self, repo_id: int | None = None) -> list[Lease]:
         """Waiting and running leases (of one repo, or all), in arrival order."""
@@ -154,7 +96,7 @@ class LeaseStore:
             "ORDER BY seq",
             (repo_id, repo_id),
         )
-        return [Lease.from_row(r) for r in rows]
+        return [lease_from_row(r) for r in rows]
 
     def admitted_in_order(self, repo_id: int | None = None) -> list[Lease]:
         """Every lease ever admitted, in the order admission passes started them."""
@@ -163,7 +105,7 @@ class LeaseStore:
             "ORDER BY admit_order",
             (repo_id, repo_id),
         )
-        return [Lease.from_row(r) for r in rows]
+        return [lease_from_row(r) for r in rows]
 
     def outer(self) -> Lease | None:
         """The running lease this process runs under: the one `$LANEBOARD_LEASE` names (set by
@@ -177,7 +119,7 @@ class LeaseStore:
         ).fetchone()
         if row is None:
             return None
-        lease = Lease.from_row(row)
+        lease = lease_from_row(row)
         if lease.state is not LeaseState.RUNNING:
             return None
         mine = procs.ancestors(os.getpid())
@@ -229,7 +171,7 @@ class LeaseStore:
                     kind.value,
                     pid,
                     start,
-                    json.dumps(command),
+                    json.dumps(list(command)),
                     time.time(),
                     None if wake is None else to_db(wake),
                     repo_cap,
@@ -264,7 +206,7 @@ class LeaseStore:
         started still run in its group (or session); then only the exit code is recorded and
         the lease is released by the admission pass that finds the group gone."""
         lease = self.get(seq)
-        if lease.remaining():
+        if remaining(lease):
             with self.database.transaction() as db:
                 db.execute("UPDATE leases SET exit_code = ? WHERE seq = ?", (exit_code, seq))
             return
@@ -285,12 +227,12 @@ class LeaseStore:
     def _pass(self, db: Connection) -> list[Lease]:
         now = time.time()
         active = [
-            Lease.from_row(r)
+            lease_from_row(r)
             for r in db.execute("SELECT * FROM leases WHERE state != 'released' ORDER BY seq")
         ]
         live: list[Lease] = []
         for lease in active:
-            if lease.holder_alive():
+            if holder_alive(lease):
                 live.append(lease)
                 continue
             # A command that ended with its last background process has exited; one whose
@@ -320,10 +262,16 @@ class LeaseStore:
             )
         by_seq = {lease.seq: lease for lease in live}
         for seq, wait in decision.waits.items():
-            reason = str(wait)
-            if wait.other is not None and wait.other in by_seq:
-                reason += f" `{shlex.join(by_seq[wait.other].command)}`"
-            db.execute("UPDATE leases SET wait_reason = ? WHERE seq = ?", (reason, seq))
+            other = by_seq.get(wait.other) if wait.other is not None else None
+            before = by_seq[seq].wait_reason
+            why = WaitReason(
+                kind=wait.kind,
+                lease=wait.other,
+                command=other.command if other is not None else None,
+                # The same reason as the last pass keeps its start: "waiting for #12 since …".
+                since=before.since if before is not None and before.same(wait) else now,
+            )
+            db.execute("UPDATE leases SET wait_reason = ? WHERE seq = ?", (why.to_json(), seq))
         admitted = set(decision.admit)
         return [lease for lease in waiting if lease.seq in admitted]
 
@@ -408,7 +356,7 @@ def _holder_fds(active: list[Lease]) -> Iterator[list[int]]:
                 if pid is not None and pid != os.getpid() and procs.alive(pid, start)
             ]
             if not pids:
-                pids = lease.remaining()  # a lease kept by its command's background processes
+                pids = remaining(lease)  # a lease kept by its command's background processes
             for pid in pids:
                 with suppress(OSError, AttributeError):
                     fds.append(os.pidfd_open(pid))

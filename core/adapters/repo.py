@@ -13,10 +13,11 @@ from pathlib import Path
 
 from laneboard.core.adapters.config import Settings
 from laneboard.core.adapters.git import GitRepo, RepoPaths
-from laneboard.core.adapters.leases import Held, Lease, LeaseKind, LeaseStore, hold
+from laneboard.core.adapters.leases import Held, LeaseStore, hold
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.verify import Verdict, verify_worktree
 from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.lanes import Lease, LeaseKind
 from laneboard.core.domain.models import Relocation, Repo, Task
 
 

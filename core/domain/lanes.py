@@ -8,10 +8,12 @@ returns, so that every laneboard process (TUI, CLI, hooks, `laneboard exec`) dec
 
 from __future__ import annotations
 
+import json
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 SHIM_MARKER = b"# laneboard-shim"
 """The second line of every lane command shim; command lookup skips files that carry it, so a
@@ -166,3 +168,113 @@ def _first_reason(
 
 def _lowest_conflict(claim: Claim, others: Iterable[Claim]) -> int | None:
     return min((o.seq for o in others if conflicts(claim, o)), default=None)
+
+
+# --- leases as values ----------------------------------------------------------------------
+
+
+class LeaseState(StrEnum):
+    """A lease waits, then runs while its command lives, then is released (never deleted)."""
+
+    WAITING = "waiting"
+    RUNNING = "running"
+    RELEASED = "released"
+
+
+class LeaseKind(StrEnum):
+    """What a lease was taken for."""
+
+    EXEC = "exec"
+    """A command run with `laneboard exec` (or a shim)."""
+    PROVISION = "provision"
+    """`git worktree add` while creating a task (root lane)."""
+    SETUP = "setup"
+    """The setup command of a new worktree (its worktree lane)."""
+    REMOVE = "remove"
+    """Removing a worktree and its branch (root lane)."""
+    RESTORE = "restore"
+    """Bringing a discarded task back from a snapshot (root lane)."""
+    INTEGRATE = "integrate"
+    """Integration into a target branch (root lane)."""
+    REPAIR = "repair"
+    """`git worktree repair` of laneboard's worktrees after their repository moved (root lane)."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One row of the leases table. `seq` orders arrivals; `lane` is None for the root lane, else
+    the id of the task whose worktree lane it claims."""
+
+    seq: int
+    repo_id: int
+    lane: str | None
+    kind: LeaseKind
+    state: LeaseState
+    holder_pid: int
+    holder_start: int
+    command: tuple[str, ...]
+    created_at: float
+    admitted_at: float | None = None
+    released_at: float | None = None
+    release_reason: str | None = None
+    child_pid: int | None = None
+    child_start: int | None = None
+    wake: str | None = None
+    wait_reason: WaitReason | None = None
+    """Why it waits (the last admission pass's answer); None once it runs."""
+    admit_order: int | None = None
+    repo_cap: int | None = None
+    exit_code: int | None = None
+    pgid: int | None = None
+    """The process group the command was started in (its own)."""
+    sid: int | None = None
+    """The session the command was started in, when it got one of its own (no terminal)."""
+
+    @property
+    def is_root(self) -> bool:
+        return self.lane is None
+
+
+@dataclass(frozen=True)
+class WaitReason:
+    """Why a waiting lease waits, as data: what kind of wait, for which lease and command, and
+    since when this same reason has held."""
+
+    kind: WaitKind
+    lease: int | None = None
+    command: tuple[str, ...] | None = None
+    since: float = 0.0
+
+    def same(self, wait: Wait) -> bool:
+        return self.kind is wait.kind and self.lease == wait.other
+
+    def __str__(self) -> str:
+        text = str(Wait(self.kind, self.lease))
+        return text + (f" `{shlex.join(self.command)}`" if self.command else "")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "lease": self.lease,
+            "command": list(self.command) if self.command is not None else None,
+            "since": self.since,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict())
+
+    @classmethod
+    def from_json(cls, raw: str | None) -> WaitReason | None:
+        """The reason stored by an admission pass; None for none (or an unreadable one)."""
+        if not raw:
+            return None
+        try:
+            data = json.loads(raw)
+            return cls(
+                kind=WaitKind(data["kind"]),
+                lease=data.get("lease"),
+                command=tuple(data["command"]) if data.get("command") is not None else None,
+                since=float(data.get("since") or 0.0),
+            )
+        except (ValueError, KeyError, TypeError):
+            return None

@@ -46,7 +46,7 @@ from laneboard.core.adapters.git import (
     worktree_move,
     worktree_remove,
 )
-from laneboard.core.adapters.leases import Lease, LeaseKind, LeaseState, LeaseStore
+from laneboard.core.adapters.leases import LeaseStore
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.adapters.verify import Reason
@@ -58,6 +58,7 @@ from laneboard.core.domain.cleanup import (
     worktree_blockers,
 )
 from laneboard.core.domain.errors import GitError, LaneboardError
+from laneboard.core.domain.lanes import Lease, LeaseKind, LeaseState
 from laneboard.core.domain.lifecycle import check_transition
 from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.domain.runtime import Runtime

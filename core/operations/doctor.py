@@ -14,10 +14,11 @@ from pathlib import Path
 
 from laneboard.core.adapters import procs
 from laneboard.core.adapters.git import WorktreeEntry, worktree_list
-from laneboard.core.adapters.leases import LeaseKind, LeaseStore
+from laneboard.core.adapters.leases import LeaseStore
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.lanes import LeaseKind
 from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.domain.runtime import Runtime
 from laneboard.core.operations import discard as removal

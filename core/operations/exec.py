@@ -18,11 +18,12 @@ from pathlib import Path
 
 from laneboard.core.adapters.config import Settings
 from laneboard.core.adapters.db import Database, from_db, to_db
-from laneboard.core.adapters.leases import LEASE_ENV, Lease, LeaseKind, LeaseStore, hold
+from laneboard.core.adapters.leases import LEASE_ENV, LeaseStore, hold
 from laneboard.core.adapters.process import CommandNotFound, find_command, spawn_and_wait
 from laneboard.core.adapters.verify import common_dir_of, verify_worktree
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.identity import Identity
+from laneboard.core.domain.lanes import Lease, LeaseKind
 
 UNSETTLED = ("new", "provisioning", "discarding")
 """States in which a task's worktree is being created or removed: no command may run there."""

@@ -24,10 +24,11 @@ from laneboard.core.adapters.git import (
     status,
     worktree_list,
 )
-from laneboard.core.adapters.leases import LeaseState, LeaseStore
+from laneboard.core.adapters.leases import LeaseStore
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.cleanup import BranchFacts, WorktreeFacts
+from laneboard.core.domain.lanes import LeaseState
 from laneboard.core.domain.models import Task
 from laneboard.core.domain.runtime import Runtime
 from laneboard.core.operations.copies import unchanged_copies

@@ -24,10 +24,11 @@ from laneboard.core.adapters.git import (
     worktree_list,
     worktree_unlock,
 )
-from laneboard.core.adapters.leases import Lease, LeaseKind, LeaseStore
+from laneboard.core.adapters.leases import LeaseStore
 from laneboard.core.adapters.ledger import Ledger, NameTaken, new_task_id
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.lanes import Lease, LeaseKind
 from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.domain.names import branch_for
 from laneboard.core.operations.copies import copy_files

@@ -19,9 +19,10 @@ from typing import Any
 
 from laneboard.core.adapters.config import Settings
 from laneboard.core.adapters.git import GitRepo, RepoPaths, run_git
-from laneboard.core.adapters.leases import LeaseKind, LeaseStore, hold
+from laneboard.core.adapters.leases import LeaseStore, hold
 from laneboard.core.adapters.ledger import Ledger, RepoIdentity
 from laneboard.core.adapters.verify import verify_worktree
+from laneboard.core.domain.lanes import LeaseKind
 from laneboard.core.domain.models import Actor, Relocation, Repo, Task
 
 

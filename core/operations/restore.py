@@ -12,10 +12,10 @@ import os
 from collections.abc import Callable
 
 from laneboard.core.adapters import snapshot
-from laneboard.core.adapters.leases import Lease
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.lanes import Lease
 from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.domain.names import branch_for, check_task_name
 from laneboard.core.operations.provision import create, refuse_live_name

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from laneboard.core.adapters.git import delete_ref_if, status, worktree_list, worktree_remove
-from laneboard.core.adapters.leases import Lease, LeaseKind
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.lanes import Lease, LeaseKind
 from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.operations.copies import unchanged_copies
 from laneboard.core.operations.provision import ProvisionFailed, adopt_leftover_worktree, describe

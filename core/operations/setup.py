@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from laneboard.core.adapters.config import state_dir
-from laneboard.core.adapters.leases import LEASE_ENV, Lease, LeaseKind
+from laneboard.core.adapters.leases import LEASE_ENV
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.process import find_command, spawn_and_wait
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.lanes import Lease, LeaseKind
 from laneboard.core.domain.models import Actor, Task
 
 JOURNAL_BYTES = 64 * 1024

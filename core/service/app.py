@@ -21,11 +21,12 @@ if TYPE_CHECKING:
     from laneboard.core.operations import doctor as doctor_mod
 from laneboard.core.adapters.config import load_settings
 from laneboard.core.adapters.git import discover, resolve_at
-from laneboard.core.adapters.leases import Lease, LeaseState, LeaseStore
+from laneboard.core.adapters.leases import LeaseStore
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.adapters.verify import Reason, Verdict, verify_worktree
 from laneboard.core.domain.errors import ConfigError, LaneboardError
+from laneboard.core.domain.lanes import Lease, LeaseState
 from laneboard.core.domain.models import Actor, Event, Repo, Task
 from laneboard.core.domain.names import branch_for
 from laneboard.core.domain.runtime import NoRuntime, Runtime

@@ -14,7 +14,8 @@ from typing import TextIO
 import pytest
 
 from laneboard.core.adapters.db import Database, default_path
-from laneboard.core.adapters.leases import Lease, LeaseState, LeaseStore
+from laneboard.core.adapters.leases import LeaseStore
+from laneboard.core.domain.lanes import Lease, LeaseState
 from tests.procs import DEADLINE, Spawned, exec_agent
 
 
@@ -327,7 +328,9 @@ def test_lanes_shows_running_and_waiting_leases(board: Path, spawn, cli) -> None
     assert running["command"][-1].endswith("agent.py")
     assert running["child_pid"] is not None
     waiting = lanes["root"]["waiting"][0]
-    assert waiting["wait_reason"].startswith(f"conflict with #{first} ")
+    reason = waiting["wait_reason"]
+    assert (reason["kind"], reason["lease"]) == ("conflict", first)
+    assert reason["command"][-1].endswith("agent.py") and reason["since"] > 0
     assert lanes["b"] == {
         "lane": "b",
         "task_id": lanes["b"]["task_id"],

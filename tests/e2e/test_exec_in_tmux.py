@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from laneboard.core.adapters.db import Database, default_path
-from laneboard.core.adapters.leases import LeaseState, LeaseStore
+from laneboard.core.adapters.leases import LeaseStore
+from laneboard.core.domain.lanes import LeaseState
 from tests.conftest import DEADLINE, REPO_ROOT
 
 pytestmark = pytest.mark.tmux

@@ -23,7 +23,7 @@ def _script(path: Path, body: str) -> Path:
 
 def _exec_leases() -> list[tuple[str | None, list[str]]]:
     store = LeaseStore(Database(default_path()), slots=2)
-    return [(x.lane, x.command) for x in store.admitted_in_order() if x.kind.value == "exec"]
+    return [(x.lane, list(x.command)) for x in store.admitted_in_order() if x.kind.value == "exec"]
 
 
 @pytest.fixture

@@ -17,8 +17,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from laneboard.core.adapters.leases import Lease, LeaseKind, LeaseState
-from laneboard.core.domain.lanes import Admission, Wait, WaitKind, admit, conflicts
+from laneboard.core.domain.lanes import (
+    Admission,
+    Lease,
+    LeaseKind,
+    LeaseState,
+    Wait,
+    WaitKind,
+    admit,
+    conflicts,
+)
 
 
 @dataclass(frozen=True)
