@@ -15,19 +15,14 @@ import shlex
 import sys
 from pathlib import Path
 
-from laneboard.core.adapters.config import state_dir
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.lanes import SHIM_MARKER
 
 
-def shim_dir(task_id: str) -> Path:
-    """The bin directory of one task (under the state dir, never inside the worktree)."""
-    return state_dir() / "shims" / task_id / "bin"
-
-
 def shim_script(command: str, task_id: str, task_name: str, root: Path) -> str:
     """The shell script that runs `command` through the lane of `task_id`."""
-    # -P: never put the current directory on sys.path; the worktree may hold its own `core`.
+    # -P: never put the current directory on sys.path: the worktree may hold a package of its
+    # own named `laneboard` (laneboard's own repository does).
     laneboard = [sys.executable, "-P", "-m", "laneboard"]
     argv = [*laneboard, "exec", "--quiet", "--repo", str(root), "--lane", task_id, "--", command]
     return (
@@ -37,11 +32,13 @@ def shim_script(command: str, task_id: str, task_name: str, root: Path) -> str:
     )
 
 
-def write_shims(task_id: str, task_name: str, root: Path, commands: list[str]) -> Path:
-    """(Re)write the task's shims for exactly `commands`; shims for commands no longer wrapped
-    are removed (only files carrying the marker: nothing else in the directory is touched).
-    Each file is replaced atomically, so a command starting meanwhile never sees half a shim."""
-    directory = shim_dir(task_id)
+def write_shims(
+    task_id: str, task_name: str, root: Path, commands: list[str], directory: Path
+) -> Path:
+    """(Re)write the task's shims in `directory` (the service says where: under the state dir,
+    never inside the worktree) for exactly `commands`; shims for commands no longer wrapped are
+    removed (only files carrying the marker: nothing else in the directory is touched). Each file
+    is replaced atomically, so a command starting meanwhile never sees half a shim."""
     directory.mkdir(parents=True, exist_ok=True)
     wanted = set(commands)
     for name in wanted:

@@ -1,5 +1,9 @@
 """The `laneboard` command line: parse, call the application service, print, exit.
 
+The parser is built from the commands declared once in `laneboard.core.service.commands`; each
+command's handler below calls the service (`laneboard.core.service.app`) or, for `exec`, its
+lean entry (`laneboard.core.service.lanes`), and prints values (`laneboard.tui.output`).
+
 Exit codes: 0 success, 1 refused (the reason on stderr, one line per reason), 2 usage error,
 75 gave up waiting for a lane; `exec` exits with its command's code. Bad input never produces a
 traceback; set `LANEBOARD_DEBUG=1` to see one for an unexpected internal error.
@@ -12,18 +16,21 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from laneboard.core.domain.errors import LaneboardError, UsageError
+from laneboard.core.service.commands import COMMANDS, Command
 
 if TYPE_CHECKING:
-    from laneboard.core.adapters.repo import RepoContext
     from laneboard.core.domain.lanes import Lease
-    from laneboard.core.domain.models import Task
-    from laneboard.core.service.app import Board
+    from laneboard.core.domain.views import Outcome
+    from laneboard.core.service.app import Service
+
+Handler = Callable[[argparse.Namespace], int]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,133 +38,158 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
-def _start(args: argparse.Namespace) -> Path:
+class _Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP during a command that changes things: unwound like Ctrl-C, so that
+    provisioning rolls back and leases are released before the process ends."""
+
+
+_OPENED: list[Service] = []
+"""Services this invocation opened; `main` closes their connections when the command ends."""
+
+
+def _service() -> Service:
+    from laneboard.core.service.app import Service
+
+    service = Service(on_notice=lambda line: print(f"laneboard: {line}", file=sys.stderr))
+    _OPENED.append(service)
+    return service
+
+
+def _where(args: argparse.Namespace) -> Path:
     return Path(args.repo or os.getcwd())
 
 
-_OPENED: list[Board] = []
-"""Boards this invocation opened; `main` closes their ledgers when the command ends."""
-
-
-def _board() -> Board:
-    from laneboard.core.adapters.ledger import Ledger
-    from laneboard.core.service.app import Board
-
-    board = Board(Ledger.open_default())
-    _OPENED.append(board)
-    return board
-
-
-def _repo(board: Board, args: argparse.Namespace, *, register: bool = False) -> RepoContext:
-    ctx = board.repo(_start(args), register=register)
-    if ctx.relocation is not None:
-        for line in ctx.relocation.lines():
-            print(f"laneboard: {line}", file=sys.stderr)
-    return ctx
-
-
-def _repo_or_none(board: Board, args: argparse.Namespace) -> RepoContext | None:
-    """The repo of `--repo` or the cwd; None when the cwd is in no repo and `--repo` is absent
-    (the command then covers every registered repo)."""
-    from laneboard.core.adapters.git import NotARepository
+def _where_or_all(service: Service, args: argparse.Namespace) -> Path | None:
+    """`--repo` or the cwd; None (every registered repo) when the cwd is in no repository and
+    `--repo` is absent."""
+    from laneboard.core.service.app import NotARepository
 
     if args.repo:
-        return _repo(board, args)
+        return Path(args.repo)
     try:
-        return _repo(board, args)
+        service.repo(Path.cwd())
     except NotARepository:
         return None
+    return Path.cwd()
+
+
+def _report(args: argparse.Namespace, done: Outcome, line: str, **extra: object) -> int:
+    """The outcome of a command that changed one task: its JSON document, or one line."""
+    from laneboard.core.domain.views import TaskView
+    from laneboard.tui import output
+
+    if args.json:
+        output.emit_json(output.task_document(TaskView(done.task, done.repo), **extra))
+    else:
+        print(f"{done.task.name}: {line}")
+    return 0
+
+
+def _print_wait(lease: Lease) -> None:
+    """The one line a command prints when it has to wait for its lane."""
+    lane = "the root lane" if lease.lane is None else "its lane"
+    print(f"laneboard: waiting for {lane}: {lease.wait_reason}", file=sys.stderr, flush=True)
+
+
+def _print_output(chunk: bytes) -> None:
+    """A setup command's output, passed through as it comes (to stderr: stdout is the result)."""
+    stream = getattr(sys.stderr, "buffer", None)
+    if stream is not None:
+        stream.write(chunk)
+    else:
+        sys.stderr.write(chunk.decode(errors="replace"))
+    sys.stderr.flush()
+
+
+# --- commands -------------------------------------------------------------------------------
 
 
 def cmd_init(args: argparse.Namespace) -> int:
     from laneboard.tui import output
 
-    board = _board()
-    ctx, created = board.init(Path(args.path or args.repo or os.getcwd()))
-    if ctx.relocation is not None:
-        for line in ctx.relocation.lines():
-            print(f"laneboard: {line}", file=sys.stderr)
+    done = _service().init(Path(args.path or args.repo or os.getcwd()))
     if args.json:
-        output.emit_json(
-            {"repo": str(ctx.root), "common_dir": str(ctx.common_dir), "registered": created}
-        )
+        output.emit_json(output.registration_document(done))
     else:
-        print(f"{'registered' if created else 'already registered'}: {ctx.root}")
+        print(f"{'registered' if done.registered else 'already registered'}: {done.repo.root}")
     return 0
 
 
 def cmd_new(args: argparse.Namespace) -> int:
-
     if not args.no_start:
         raise UsageError("starting an agent is not available yet; pass --no-start")
-    board = _board()
-    task, ctx = board.new(
-        _start(args), args.name, base=args.base, on_wait=_print_wait, on_output=_print_output
+    done = _service().new(
+        _where(args), args.name, base=args.base, on_wait=_print_wait, on_output=_print_output
     )
-    return _report(args, task, ctx, f"{task.state.value} at {task.worktree_path} on {task.branch}")
-
-
-def _report(args: argparse.Namespace, task: Task, ctx: RepoContext, line: str) -> int:
-    """The outcome of a command that changed one task: its JSON document, or one line."""
-    from laneboard.tui import output
-
-    if args.json:
-        output.emit_json(output.task_json(task, ctx.repo))
-    else:
-        print(f"{task.name}: {line}")
-    return 0
+    task = done.task
+    return _report(args, done, f"{task.state.value} at {task.worktree_path} on {task.branch}")
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    from laneboard.core.adapters.repo import NotRegistered
+    from laneboard.core.service.app import NotRegistered
     from laneboard.tui import output
 
-    board = _board()
+    service = _service()
     try:
-        ctx = _repo_or_none(board, args)
+        where = _where_or_all(service, args)
+        views = service.tasks(where, include_retired=args.all)
     except NotRegistered as err:
         # Listing an unregistered repo is not an error: it simply has no tasks yet.
         if args.json:
-            output.emit_json([])
+            output.emit_json(output.tasks_document([]))
         else:
             print(f"no tasks: {err}")
         return 0
-    views = board.tasks(ctx, include_retired=args.all)
     if args.json:
-        output.emit_json([output.task_json(v.task, v.repo) for v in views])
+        output.emit_json(output.tasks_document(views))
         return 0
     if not views:
-        print("no tasks" if ctx is None else f"no tasks in {ctx.root}")
+        print("no tasks" if where is None else f"no tasks in {service.repo(where).root}")
         return 0
     rows = [
-        [v.task.name, v.task.state.value, v.task.branch, v.task.worktree_path]
-        + ([] if ctx else [v.repo.root])
+        [
+            v.task.name,
+            v.task.state.value,
+            output.git_text(v.git),
+            output.commit_text(v.git),
+            output.lane_text(v.lane),
+            *([] if where is not None else [v.repo.root]),
+        ]
         for v in views
     ]
-    headers = ["NAME", "STATE", "BRANCH", "WORKTREE"] + ([] if ctx else ["REPO"])
-    print(output.table(rows, headers))
+    headers = ["NAME", "STATE", "WORKTREE", "LAST COMMIT", "LANE"]
+    print(output.table(rows, headers + ([] if where is not None else ["REPO"])))
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    import json
-
     from laneboard.tui import output
 
-    board = _board()
-    ctx = _repo(board, args)
-    task, verdict = board.verify(ctx, args.name)
-    document = output.task_json(task, ctx.repo)
-    document["verification"] = output.verdict_json(task, verdict)
+    view = _service().task(_where(args), args.name)
     if args.json:
-        output.emit_json(document)
+        output.emit_json(output.task_document(view))
         return 0
-    for key, value in document.items():
-        if key == "verification":
-            value = str(verdict) if task.live else "(retired)"
-        elif isinstance(value, dict):
-            value = json.dumps(value)
-        print(f"{key + ':':<26}{'' if value is None else value}")
+    task = view.task
+    lines = [
+        ("task", f"{task.name} ({task.id})"),
+        ("state", task.state.value),
+        ("branch", task.branch + (f" → {task.target}" if task.target else "")),
+        ("worktree", task.worktree_path),
+    ]
+    if task.live:
+        lines += [
+            ("holds", output.git_text(view.git)),
+            ("last commit", output.commit_text(view.git) or "(none)"),
+            ("lane", output.lane_text(view.lane)),
+            ("health", str(view.verdict) if view.verdict else ""),
+        ]
+    else:
+        lines.append(("retired", f"{task.disposition} {output.iso(task.retired_at)}"))
+    if args.verbose:
+        for key, value in output.task_fields(task, view.repo).items():
+            lines.append((key, "" if value is None else str(value)))
+    for key, value in lines:
+        print(f"{key + ':':<14}{value}".rstrip())
     return 0
 
 
@@ -166,13 +198,10 @@ def cmd_log(args: argparse.Namespace) -> int:
 
     from laneboard.tui import output
 
-    board = _board()
-    ctx = _repo(board, args)
-    task, events = board.log(ctx, args.name)
+    service = _service()
+    task, events = service.log(_where(args), args.name)
     if args.json:
-        document = output.task_json(task, ctx.repo)
-        document["events"] = [output.event_json(e) for e in events]
-        output.emit_json(document)
+        output.emit_json(output.log_document(task, service.repo(_where(args)), events))
         return 0
     print(f"{task.name} ({task.id}): {task.state.value}")
     for event in events:
@@ -184,11 +213,9 @@ def cmd_log(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from laneboard.tui import output
 
-    board = _board()
-    ctx = _repo(board, args)
-    task, verdict = board.verify(ctx, args.name, repin=args.repin)
+    task, verdict = _service().verify(_where(args), args.name, repin=args.repin)
     if args.json:
-        output.emit_json(output.verdict_json(task, verdict))
+        output.emit_json(output.verdict_document(task, verdict))
     elif verdict.ok:
         print(f"ok: {task.worktree_path}")
     else:
@@ -199,12 +226,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from laneboard.tui import output
 
-    board = _board()
-    ctx = _repo_or_none(board, args)
-    report = board.doctor(ctx, fix=args.fix)
+    service = _service()
+    report = service.doctor(_where_or_all(service, args), fix=args.fix)
     findings = [(repo, f) for repo, found in report for f in found]
     if args.json:
-        output.emit_json([output.finding_json(repo, f) for repo, f in findings])
+        output.emit_json(output.findings_document(findings))
     elif not findings:
         print("no problems found")
     else:
@@ -216,55 +242,27 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_retain(args: argparse.Namespace) -> int:
-    board = _board()
-    ctx = _repo(board, args)
-    task = board.retain(ctx, args.name)
-    return _report(args, task, ctx, f"retained; {task.worktree_path} and {task.branch} kept")
+    done = _service().retain(_where(args), args.name)
+    if not done.changed:
+        return _report(args, done, "already retained; nothing to do")
+    return _report(args, done, f"retained; {done.task.worktree_path} and {done.task.branch} kept")
 
 
 def cmd_discard(args: argparse.Namespace) -> int:
-    from laneboard.tui import output
-
-    board = _board()
-    ctx = _repo(board, args)
-    task = board.discard(ctx, args.name, force=args.force, on_wait=_print_wait)
-    snaps = board.snapshots(task)
-    if args.json:
-        document = output.task_json(task, ctx.repo)
-        document["snapshot"] = snaps[-1][1] if snaps else None
-        output.emit_json(document)
-    else:
-        saved = f"; saved in {snaps[-1][1]} (laneboard restore {task.name})" if snaps else ""
-        print(f"{task.name}: discarded{saved}")
-    return 0
+    done = _service().discard(_where(args), args.name, force=args.force, on_wait=_print_wait)
+    saved = (
+        f"; saved in {done.snapshot} (laneboard restore {done.task.name})" if done.snapshot else ""
+    )
+    return _report(args, done, f"discarded{saved}", snapshot=done.snapshot)
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    board = _board()
-    ctx = _repo(board, args)
-    task = board.restore(ctx, args.name, as_name=args.as_name, on_wait=_print_wait)
-    return _report(args, task, ctx, f"restored at {task.worktree_path} on {task.branch}")
-
-
-def _print_output(chunk: bytes) -> None:
-    """A setup command's output, passed through as it comes (to stderr: stdout is the result)."""
-    sys.stderr.buffer.write(chunk) if hasattr(sys.stderr, "buffer") else sys.stderr.write(
-        chunk.decode(errors="replace")
-    )
-    sys.stderr.flush()
-
-
-def _print_wait(lease: Lease) -> None:
-    """The one line a command prints when it has to wait for its lane."""
-    lane = "the root lane" if lease.lane is None else "its lane"
-    print(f"laneboard: waiting for {lane}: {lease.wait_reason}", file=sys.stderr, flush=True)
+    done = _service().restore(_where(args), args.name, as_name=args.as_name, on_wait=_print_wait)
+    return _report(args, done, f"restored at {done.task.worktree_path} on {done.task.branch}")
 
 
 def cmd_exec(args: argparse.Namespace) -> int:
-    from laneboard.core.adapters.config import load_settings
-    from laneboard.core.adapters.db import Database, default_path
-    from laneboard.core.adapters.leases import LeaseStore
-    from laneboard.core.operations import exec as runner
+    from laneboard.core.service.lanes import run_in_lane
 
     command = list(args.argv)
     if command[:1] == ["--"]:
@@ -273,37 +271,22 @@ def cmd_exec(args: argparse.Namespace) -> int:
         raise UsageError("exec needs a command after `--`")
     if args.timeout is not None and not (0 <= args.timeout < float("inf")):
         raise UsageError("--timeout must be a finite number of seconds, 0 or more")
-    database = Database(default_path())
-    try:
-        target = runner.resolve_target(database, _start(args), args.lane)
-        settings = load_settings(target.root)
-        store = LeaseStore(database, settings.lanes.slots)
-        try:
-            return runner.run(
-                store,
-                target,
-                settings,
-                command,
-                timeout=args.timeout,
-                on_wait=None if args.quiet else _print_wait,
-            )
-        except BaseException as err:
-            code = runner.exit_code_for(err)
-            if code is None:
-                raise
-            return code
-    finally:
-        database.close()
+    return run_in_lane(
+        _where(args),
+        None if args.root else args.lane,
+        command,
+        timeout=args.timeout,
+        on_wait=None if args.quiet else _print_wait,
+    )
 
 
 def cmd_lanes(args: argparse.Namespace) -> int:
     from laneboard.tui import output
 
-    board = _board()
-    ctx = _repo_or_none(board, args)
-    report = board.lanes(ctx)
+    service = _service()
+    report = service.lanes(_where_or_all(service, args))
     if args.json:
-        output.emit_json(output.lanes_json(report))
+        output.emit_json(output.lanes_document(report))
     else:
         print(output.lanes_text(report))
     return 0
@@ -313,92 +296,80 @@ def cmd_shims(args: argparse.Namespace) -> int:
     from laneboard.sessions.shims import write_shims
     from laneboard.tui import output
 
-    board = _board()
-    ctx = _repo(board, args)
-    task = board.task(ctx, args.name)
-    if not task.live:
-        raise LaneboardError(f"task {task.name} is {task.state.value}; it has no lane")
-    commands = list(ctx.settings.lanes.wrap)
-    directory = write_shims(task.id, task.name, ctx.root, commands)
+    service = _service()
+    plan = service.shims(_where(args), args.name)
+    root = Path(service.repo(_where(args)).root)
+    write_shims(plan.task.id, plan.task.name, root, list(plan.commands), Path(plan.path))
     if args.json:
-        output.emit_json(
-            {"task": task.name, "task_id": task.id, "bin": str(directory), "commands": commands}
-        )
+        output.emit_json(output.shims_document(plan))
     else:
-        print(directory)
+        print(plan.path)
     return 0
 
 
-def _parser() -> _Parser:
-    parser = _Parser(prog="laneboard", description="Supervise coding agents in parallel worktrees.")
-    parser.add_argument("--repo", metavar="PATH", help="the repository (default: the current one)")
-    sub = parser.add_subparsers(dest="subcommand", parser_class=_Parser, metavar="COMMAND")
+HANDLERS: dict[str, Handler] = {
+    "init": cmd_init,
+    "new": cmd_new,
+    "ls": cmd_ls,
+    "show": cmd_show,
+    "log": cmd_log,
+    "verify": cmd_verify,
+    "doctor": cmd_doctor,
+    "retain": cmd_retain,
+    "discard": cmd_discard,
+    "restore": cmd_restore,
+    "exec": cmd_exec,
+    "lanes": cmd_lanes,
+    "shims": cmd_shims,
+}
+CHANGES = frozenset({"init", "new", "retain", "discard", "restore", "doctor", "verify"})
+"""Commands during which SIGTERM and SIGHUP unwind like Ctrl-C (rollback, lease release)."""
 
-    def add(
-        name: str, handler: Callable[[argparse.Namespace], int], help: str, *, json: bool = True
-    ) -> _Parser:
-        command = sub.add_parser(name, help=help, description=help)
-        command.set_defaults(handler=handler)
-        if json:
-            command.add_argument("--json", action="store_true", help="print JSON (docs/cli.md)")
-        command.add_argument(
-            "--repo", metavar="PATH", default=argparse.SUPPRESS, help="the repository"
-        )
-        return command
 
-    init = add("init", cmd_init, "register a repository")
-    init.add_argument("path", nargs="?", help="a path inside the repository (default: cwd)")
+# --- the parser, from the declarations ------------------------------------------------------
 
-    new = add("new", cmd_new, "create a task: branch, worktree (and, later, its agent)")
-    new.add_argument("name")
-    new.add_argument("--base", metavar="REF", help="commit to start from (default: HEAD)")
-    new.add_argument("--no-start", action="store_true", help="provision only; start no agent")
 
-    ls = add("ls", cmd_ls, "list tasks")
-    ls.add_argument("--all", action="store_true", help="include retired tasks")
+def _add_command(sub: argparse._SubParsersAction[_Parser], declared: Command) -> None:
+    parser = sub.add_parser(declared.name, help=declared.help, description=declared.help)
+    parser.set_defaults(handler=HANDLERS[declared.name], command=declared.name)
+    if declared.json:
+        parser.add_argument("--json", action="store_true", help="print JSON (docs/cli.md)")
+    parser.add_argument("--repo", metavar="PATH", default=argparse.SUPPRESS, help="the repository")
+    group = parser.add_mutually_exclusive_group(required=True) if declared.one_of else None
+    for arg in declared.args:
+        target = group if group is not None and arg.name in declared.one_of else parser
+        extra: dict[str, Any] = {"dest": arg.dest} if arg.dest else {}
+        if arg.kind == "positional":
+            target.add_argument(arg.name, help=arg.help)
+        elif arg.kind == "optional-positional":
+            target.add_argument(arg.name, nargs="?", help=arg.help)
+        elif arg.kind == "flag":
+            target.add_argument(arg.name, action="store_true", help=arg.help, **extra)
+        elif arg.kind == "option":
+            kind = float if arg.number else str
+            target.add_argument(arg.name, metavar=arg.metavar, type=kind, help=arg.help, **extra)
+        else:
+            target.add_argument(arg.name, nargs=argparse.REMAINDER, help=arg.help)
 
-    for name, handler, help in (
-        ("show", cmd_show, "show one task"),
-        ("log", cmd_log, "show a task's whole journal"),
-    ):
-        add(name, handler, help).add_argument("name")
-    verify = add("verify", cmd_verify, "verify a task's worktree (exit 1 when rejected)")
-    verify.add_argument("name")
-    verify.add_argument(
-        "--repin",
-        action="store_true",
-        help="after a remount changed the device number: take the new one, if nothing else changed",
-    )
 
-    doctor = add("doctor", cmd_doctor, "reconcile the ledger with git; report, fix what is exact")
-    doctor.add_argument("--fix", action="store_true", help="finish or undo interrupted changes")
+def parser() -> _Parser:
+    from laneboard import __version__
 
-    add("retain", cmd_retain, "stop the agent; keep worktree and branch").add_argument("name")
-    discard = add("discard", cmd_discard, "snapshot and remove a task's worktree and branch")
-    discard.add_argument("name")
-    discard.add_argument(
-        "--force",
-        action="store_true",
-        help="save uncommitted, untracked and unique work in a "
-        "snapshot and remove anyway (other blockers still refuse)",
-    )
-    restore = add("restore", cmd_restore, "bring a discarded task back from its newest snapshot")
-    restore.add_argument("name", help="the task's name or id")
-    restore.add_argument("--as", dest="as_name", metavar="NAME", help="restore under another name")
+    top = _Parser(prog="laneboard", description="Supervise coding agents in parallel worktrees.")
+    top.add_argument("--version", action="version", version=f"laneboard {__version__}")
+    top.add_argument("--repo", metavar="PATH", help="the repository (default: the current one)")
+    sub = top.add_subparsers(dest="subcommand", parser_class=_Parser, metavar="COMMAND")
+    for declared in COMMANDS:
+        _add_command(sub, declared)
+    return top
 
-    run = add("exec", cmd_exec, "run a command in a lane, waiting for admission", json=False)
-    where = run.add_mutually_exclusive_group(required=True)
-    where.add_argument("--lane", metavar="NAME", help="the task whose worktree lane to use")
-    where.add_argument("--root", action="store_true", help="the repository's root lane")
-    run.add_argument("--timeout", type=float, metavar="SECONDS", help="give up waiting (exit 75)")
-    run.add_argument("--quiet", action="store_true", help="do not say what it waits for")
-    run.add_argument("argv", nargs=argparse.REMAINDER, help="-- CMD [ARG ...]")
 
-    add("lanes", cmd_lanes, "show every lane: running and waiting leases, slots")
+def _unwind_on_hangup() -> None:
+    def interrupted(signum: int, frame: object) -> None:
+        raise _Interrupted(signum)
 
-    shims = add("shims", cmd_shims, "(re)write a task's lane shims (lanes.wrap); print the bin dir")
-    shims.add_argument("name")
-    return parser
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, interrupted)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -408,11 +379,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="surrogateescape")
     try:
-        parser = _parser()
-        args = parser.parse_args(argv)
+        args = parser().parse_args(argv)
         if args.subcommand is None:
-            parser.print_help()
+            parser().print_help()
             return 0
+        if args.command in CHANGES and argv is None:  # not when called inside a test process
+            _unwind_on_hangup()
         return int(args.handler(args))
     except LaneboardError as err:
         print(f"laneboard: {err}", file=sys.stderr)
@@ -420,6 +392,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  {detail}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
+        print(
+            "laneboard: interrupted (`laneboard doctor` shows anything left half-done)",
+            file=sys.stderr,
+        )
         return 130
     except Exception as err:  # the last line of defence against a traceback
         if os.environ.get("LANEBOARD_DEBUG"):
@@ -429,7 +405,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     finally:
         while _OPENED:
-            _OPENED.pop().ledger.close()
+            _OPENED.pop().close()
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """How the CLI shows values: stable JSON documents (docs/cli.md) and plain text lines.
 
-The JSON field names are an interface that scripts and agent hooks depend on; add fields, never
-rename or remove them.
+Every JSON document is an object whose `schema` field names its kind and version
+(`"task/1"`); the field names are an interface scripts and agent hooks depend on: fields are
+added, never renamed or removed (a golden test per command holds them). Values only: nothing
+here reads the disk or the ledger.
 """
 
 from __future__ import annotations
@@ -13,11 +15,24 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from laneboard.core.adapters.verify import Verdict
 from laneboard.core.domain.lanes import Lease
 from laneboard.core.domain.models import Event, Repo, Task
-from laneboard.core.operations.doctor import Finding
-from laneboard.core.service.app import LanesReport
+from laneboard.core.domain.verdict import Verdict
+from laneboard.core.domain.views import (
+    Finding,
+    GitState,
+    LanesView,
+    LaneView,
+    Registration,
+    ShimDir,
+    TaskView,
+)
+
+VERSION = 1
+
+
+def schema(kind: str) -> str:
+    return f"{kind}/{VERSION}"
 
 
 def iso(at: float | None) -> str | None:
@@ -27,7 +42,21 @@ def iso(at: float | None) -> str | None:
     return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def task_json(task: Task, repo: Repo) -> dict[str, Any]:
+def age(at: float | None, now: float | None = None) -> str:
+    """How long ago, as `42s`, `7m`, `3h`, `5d`."""
+    if at is None:
+        return ""
+    seconds = max(0, int((now or time.time()) - at))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+# --- JSON documents -----------------------------------------------------------------------
+
+
+def task_fields(task: Task, repo: Repo) -> dict[str, Any]:
     return {
         "id": task.id,
         "name": task.name,
@@ -36,6 +65,7 @@ def task_json(task: Task, repo: Repo) -> dict[str, Any]:
         "base_ref": task.base_ref,
         "base_sha": task.base_sha,
         "branch": task.branch,
+        "target": task.target,
         "branch_created_by_us": task.branch_created_by_us,
         "branch_tip_at_creation": task.branch_tip_at_creation,
         "worktree_path": task.worktree_path,
@@ -52,6 +82,63 @@ def task_json(task: Task, repo: Repo) -> dict[str, Any]:
     }
 
 
+def git_json(state: GitState | None) -> dict[str, Any] | None:
+    if state is None:
+        return None
+    last = state.last_commit
+    return {
+        "present": state.present,
+        "clean": state.clean,
+        "head": state.head,
+        "detached": state.detached,
+        "staged": state.staged,
+        "modified": state.modified,
+        "untracked": state.untracked,
+        "conflicted": state.conflicted,
+        "ahead": state.ahead,
+        "behind": state.behind,
+        "last_commit": (
+            {"sha": last.sha, "subject": last.subject, "at": iso(last.at)} if last else None
+        ),
+        "problem": state.problem,
+    }
+
+
+def lane_json(view: LaneView | None) -> dict[str, Any] | None:
+    if view is None:
+        return None
+    return {
+        "running": [lease_json(x) for x in view.running],
+        "waiting": [lease_json(x) for x in view.waiting],
+    }
+
+
+def verdict_fields(verdict: Verdict) -> dict[str, Any]:
+    return {
+        "ok": verdict.ok,
+        "reason": verdict.reason.value if verdict.reason else None,
+        "detail": verdict.detail,
+    }
+
+
+def task_view_json(view: TaskView) -> dict[str, Any]:
+    """A task with what its worktree holds and its lane does now."""
+    return {
+        **task_fields(view.task, view.repo),
+        "git": git_json(view.git),
+        "lane": lane_json(view.lane),
+        "verification": verdict_fields(view.verdict) if view.verdict else None,
+    }
+
+
+def task_document(view: TaskView, **extra: Any) -> dict[str, Any]:
+    return {"schema": schema("task"), **task_view_json(view), **extra}
+
+
+def tasks_document(views: list[TaskView]) -> dict[str, Any]:
+    return {"schema": schema("tasks"), "tasks": [task_view_json(v) for v in views]}
+
+
 def event_json(event: Event) -> dict[str, Any]:
     return {
         "seq": event.seq,
@@ -63,14 +150,21 @@ def event_json(event: Event) -> dict[str, Any]:
     }
 
 
-def verdict_json(task: Task, verdict: Verdict) -> dict[str, Any]:
+def log_document(task: Task, repo: Repo, events: list[Event]) -> dict[str, Any]:
     return {
+        "schema": schema("log"),
+        **task_fields(task, repo),
+        "events": [event_json(e) for e in events],
+    }
+
+
+def verdict_document(task: Task, verdict: Verdict) -> dict[str, Any]:
+    return {
+        "schema": schema("verdict"),
         "task": task.name,
         "task_id": task.id,
         "path": task.worktree_path,
-        "ok": verdict.ok,
-        "reason": verdict.reason.value if verdict.reason else None,
-        "detail": verdict.detail,
+        **verdict_fields(verdict),
     }
 
 
@@ -86,23 +180,33 @@ def finding_json(repo: Repo, finding: Finding) -> dict[str, Any]:
     }
 
 
+def findings_document(found: list[tuple[Repo, Finding]]) -> dict[str, Any]:
+    return {
+        "schema": schema("findings"),
+        "findings": [finding_json(repo, f) for repo, f in found],
+        "resolved": all(f.resolved for _, f in found),
+    }
+
+
 def lease_json(lease: Lease) -> dict[str, Any]:
     return {
         "seq": lease.seq,
         "lane": lease.lane,
         "kind": lease.kind.value,
         "state": lease.state.value,
-        "command": lease.command,
+        "command": list(lease.command),
         "pid": lease.holder_pid,
         "child_pid": lease.child_pid,
         "created_at": iso(lease.created_at),
         "admitted_at": iso(lease.admitted_at),
+        "exit_code": lease.exit_code,
         "wait_reason": lease.wait_reason.as_dict() if lease.wait_reason else None,
     }
 
 
-def lanes_json(report: LanesReport) -> dict[str, Any]:
+def lanes_document(report: LanesView) -> dict[str, Any]:
     return {
+        "schema": schema("lanes"),
         "slots": report.slots,
         "used": report.used,
         "free": max(0, report.slots - report.used),
@@ -124,14 +228,81 @@ def lanes_json(report: LanesReport) -> dict[str, Any]:
     }
 
 
-def _since(at: float | None) -> str:
-    if at is None:
+def registration_document(done: Registration) -> dict[str, Any]:
+    return {
+        "schema": schema("registration"),
+        "repo": done.repo.root,
+        "common_dir": done.repo.common_dir,
+        "registered": done.registered,
+        "moved_from": done.relocation.moved_from if done.relocation else None,
+    }
+
+
+def shims_document(shims: ShimDir) -> dict[str, Any]:
+    return {
+        "schema": schema("shims"),
+        "task": shims.task.name,
+        "task_id": shims.task.id,
+        "bin": shims.path,
+        "commands": list(shims.commands),
+    }
+
+
+def emit_json(document: dict[str, Any]) -> None:
+    json.dump(document, sys.stdout, indent=2, sort_keys=False)
+    sys.stdout.write("\n")
+
+
+# --- text ----------------------------------------------------------------------------------
+
+
+def git_text(state: GitState | None) -> str:
+    """`clean`, or counts: `2 staged, 1 modified, 3 untracked, 1 conflicted`; then `↑2 ↓1`
+    against the target."""
+    if state is None:
         return ""
-    seconds = max(0, int(time.time() - at))
-    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+    if not state.present:
+        return f"({state.problem})" if state.problem else "(gone)"
+    parts = [
+        f"{n} {label}"
+        for n, label in (
+            (state.staged, "staged"),
+            (state.modified, "modified"),
+            (state.untracked, "untracked"),
+            (state.conflicted, "conflicted"),
+        )
+        if n
+    ]
+    text = ", ".join(parts) or "clean"
+    if state.ahead is not None and state.behind is not None:
+        text += f", {state.ahead} ahead, {state.behind} behind"
+    return text
 
 
-def lanes_text(report: LanesReport) -> str:
+def commit_text(state: GitState | None, now: float | None = None) -> str:
+    last = state.last_commit if state else None
+    if last is None:
+        return ""
+    return f"{last.sha[:8]} {last.subject} ({age(last.at, now)} ago)"
+
+
+def lane_text(view: LaneView | None, now: float | None = None) -> str:
+    """`idle`, `running `cargo test` 12s`, or `waiting (conflict with #4 `make`)`."""
+    if view is None:
+        return ""
+    if view.running:
+        lease = view.running[0]
+        text = f"running `{shlex.join(lease.command)}` {age(lease.admitted_at, now)}"
+        if lease.exit_code is not None:
+            text += f" (exited {lease.exit_code}; its background processes still run)"
+        return text
+    if view.waiting:
+        lease = view.waiting[0]
+        return f"waiting ({lease.wait_reason or 'waiting'})"
+    return "idle"
+
+
+def lanes_text(report: LanesView) -> str:
     """Per repo: each lane's state (idle, running with command and pid, waiting with reason)."""
     free = max(0, report.slots - report.used)
     lines = [f"slots: {report.used} of {report.slots} used, {free} free"]
@@ -145,20 +316,15 @@ def lanes_text(report: LanesReport) -> str:
                 pid = lease.child_pid or lease.holder_pid
                 lines.append(
                     f"  {view.label:<20} running #{lease.seq} `{command}` "
-                    f"(pid {pid}, {_since(lease.admitted_at)})"
+                    f"(pid {pid}, {age(lease.admitted_at)})"
                 )
             for lease in view.waiting:
                 command = shlex.join(lease.command)
                 lines.append(
                     f"  {view.label:<20} waiting #{lease.seq} `{command}` "
-                    f"({lease.wait_reason}, {_since(lease.created_at)})"
+                    f"({lease.wait_reason}, {age(lease.created_at)})"
                 )
     return "\n".join(lines)
-
-
-def emit_json(document: Any) -> None:
-    json.dump(document, sys.stdout, indent=2, sort_keys=False)
-    sys.stdout.write("\n")
 
 
 def table(rows: list[list[str]], headers: list[str]) -> str:
@@ -167,5 +333,5 @@ def table(rows: list[list[str]], headers: list[str]) -> str:
     lines = []
     for row in [headers, *rows]:
         cells = [str(c).ljust(w) for c, w in zip(row[:-1], widths[:-1], strict=True)]
-        lines.append("  ".join([*cells, str(row[-1])]))
+        lines.append("  ".join([*cells, str(row[-1])]).rstrip())
     return "\n".join(lines)

@@ -116,6 +116,9 @@ class Settings:
     agents: AgentSettings = field(default_factory=AgentSettings)
     gate: str | tuple[str, ...] | None = None
     """The repo's check command, run before integration."""
+    target: str | None = None
+    """The branch tasks are integrated into; default: the branch `origin/HEAD` names, else the
+    branch the root has checked out."""
     env: dict[str, str] = field(default_factory=dict)
     """Extra environment for commands run in a worktree (e.g. `CARGO_TARGET_DIR`)."""
     theme: str | None = None

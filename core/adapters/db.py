@@ -8,10 +8,13 @@ guessed and nothing is rewritten.
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from laneboard.core.domain.errors import LedgerError
 
@@ -120,6 +123,10 @@ MIGRATIONS: Sequence[str] = (
     ALTER TABLE repos ADD COLUMN common_ino INTEGER;
     ALTER TABLE repos ADD COLUMN root_commit TEXT;
     """,
+    # 5: the branch a task will be integrated into, recorded at creation.
+    """
+    ALTER TABLE tasks ADD COLUMN target TEXT;
+    """,
 )
 
 
@@ -151,18 +158,18 @@ def default_path() -> Path:
 class Database:
     """One connection to the ledger file, in autocommit mode with explicit write transactions.
 
-    Every laneboard process (TUI, CLI, `exec`, hooks) opens its own; SQLite's locking and the busy
-    timeout serialize writers across processes. One `Database` must not be used by two threads at
-    once.
+    Every laneboard process (TUI, CLI, `exec`, hooks), and every thread of one, opens its own;
+    SQLite's locking and the busy timeout serialize writers across them. A `Database` belongs to
+    the thread that opened it (sqlite3 refuses any other).
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.conn = sqlite3.connect(
-                path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
-            )
+            # One connection per thread (sqlite3 enforces it): a service used from the board's
+            # worker threads opens one in each.
+            self.conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         except (OSError, sqlite3.Error) as err:
             raise LedgerError(f"cannot open the ledger {path}: {err}") from None
         self.conn.row_factory = sqlite3.Row
@@ -185,6 +192,12 @@ class Database:
 
     def close(self) -> None:
         self.conn.close()
+
+    def data_version(self) -> int:
+        """A number that changes when another connection commits a change to the file: a cheap
+        "has anything happened?" for a reader that polls (`PRAGMA data_version`)."""
+        version: int = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        return version
 
     def _check_version(self) -> int:
         version: int = self.conn.execute("PRAGMA user_version").fetchone()[0]
@@ -219,3 +232,19 @@ class Database:
             raise
         else:
             self.conn.execute("COMMIT")
+
+
+def journal(
+    db: sqlite3.Connection,
+    *,
+    task_id: str | None,
+    repo_id: int | None,
+    kind: str,
+    actor: str,
+    data: dict[str, Any],
+) -> None:
+    """Append one event to the journal, inside the caller's transaction."""
+    db.execute(
+        "INSERT INTO events (task_id, repo_id, at, kind, actor, data) VALUES (?, ?, ?, ?, ?, ?)",
+        (task_id, repo_id, time.time(), kind, actor, json.dumps(data, sort_keys=True)),
+    )

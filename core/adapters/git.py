@@ -323,6 +323,35 @@ class GitRepo:
             return False
         return bool(entries) and (entries[-1].message or "").strip() == message
 
+    def integration_branch(self, configured: str | None) -> str | None:
+        """The branch tasks are integrated into: `configured` (config `target`), else the
+        branch `origin/HEAD` names (when it exists locally), else the branch the root has
+        checked out; None when there is none (a detached root, no remote)."""
+        if configured:
+            return configured
+        try:
+            origin = self._repo.references.get("refs/remotes/origin/HEAD")
+            if origin is not None and isinstance(origin.target, str):
+                name = origin.target.removeprefix("refs/remotes/origin/")
+                if self.branch_tip(name) is not None:
+                    return name
+            head = self._repo.references.get("HEAD")
+            if head is not None and isinstance(head.target, str):
+                return head.target.removeprefix("refs/heads/")
+        except (pygit2.GitError, ValueError):
+            return None
+        return None
+
+    def commit_info(self, sha: str) -> tuple[str, float] | None:
+        """(subject, committer time) of a commit, or None when there is no such commit."""
+        try:
+            commit = self._repo.get(sha)
+        except (ValueError, pygit2.GitError):
+            return None
+        if not isinstance(commit, pygit2.Commit):
+            return None
+        return _subject(commit), float(commit.commit_time)
+
     def root_commit(self) -> str | None:
         """A commit without parents that HEAD's history starts from (None when HEAD is unborn):
         part of what identifies the repository after it moves."""

@@ -19,6 +19,7 @@ import os
 import select
 import shlex
 import stat
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -26,9 +27,10 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from sqlite3 import Connection, Row
+from typing import Any
 
 from laneboard.core.adapters import procs
-from laneboard.core.adapters.db import Database, from_db, to_db
+from laneboard.core.adapters.db import Database, from_db, journal, to_db
 from laneboard.core.domain import lanes
 from laneboard.core.domain.errors import LaneboardError, WaitTimeout
 from laneboard.core.domain.lanes import Lease, LeaseKind, LeaseState, WaitReason
@@ -70,6 +72,39 @@ def remaining(lease: Lease) -> list[int]:
 
 class LeaseReleased(LaneboardError):
     """The lease was released before it was admitted (cancelled, or its holder was reaped)."""
+
+
+class Cancelled(LaneboardError):
+    """A wait for a lane was cancelled (`Cancel.cancel()`); the waiting lease was released."""
+
+
+class Cancel:
+    """A token another thread (the board's) uses to cancel a wait for a lane: `cancel()` wakes
+    the waiter at once (a byte on a pipe it selects on), which releases its lease and raises
+    `Cancelled`. Safe to call from any thread, more than once."""
+
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(self._write, False)
+        self._set = threading.Event()
+
+    def cancel(self) -> None:
+        self._set.set()
+        with suppress(OSError):
+            os.write(self._write, b"!")
+
+    @property
+    def cancelled(self) -> bool:
+        return self._set.is_set()
+
+    def fileno(self) -> int:
+        return self._read
+
+    def close(self) -> None:
+        for fd in (self._read, self._write):
+            with suppress(OSError):
+                os.close(fd)
 
 
 class LeaseStore:
@@ -178,9 +213,17 @@ class LeaseStore:
                 ),
             )
             seq = cursor.lastrowid
+            assert seq is not None
+            _journal(
+                db,
+                seq,
+                repo_id,
+                lane,
+                "lease.waiting",
+                {"kind": kind.value, "command": list(command)},
+            )
             admitted = self._pass(db)
         self._notify(admitted)
-        assert seq is not None
         return self.get(seq)
 
     def run_pass(self) -> list[Lease]:
@@ -216,11 +259,23 @@ class LeaseStore:
         """Release a lease (its command has exited, or it is cancelled while waiting) and admit
         whoever it held back. Idempotent: a lease already released keeps its first reason."""
         with self.database.transaction() as db:
-            db.execute(
+            cursor = db.execute(
                 "UPDATE leases SET state = 'released', released_at = ?, release_reason = ?, "
                 "exit_code = ? WHERE seq = ? AND state != 'released'",
                 (time.time(), reason, exit_code, seq),
             )
+            if cursor.rowcount:
+                row = db.execute(
+                    "SELECT repo_id, lane FROM leases WHERE seq = ?", (seq,)
+                ).fetchone()
+                _journal(
+                    db,
+                    seq,
+                    row["repo_id"],
+                    row["lane"],
+                    "lease.released",
+                    {"reason": reason, "exit_code": exit_code},
+                )
             admitted = self._pass(db)
         self._notify(admitted)
 
@@ -243,6 +298,14 @@ class LeaseStore:
                 "release_reason = ? WHERE seq = ?",
                 (now, reason, lease.seq),
             )
+            _journal(
+                db,
+                lease.seq,
+                lease.repo_id,
+                lease.lane,
+                "lease.released",
+                {"reason": reason, "exit_code": lease.exit_code},
+            )
             if lease.wake:
                 with suppress(OSError):
                     os.unlink(lease.wake)
@@ -253,6 +316,7 @@ class LeaseStore:
         caps = {lease.repo_id: lease.repo_cap for lease in live if lease.repo_cap is not None}
         decision = lanes.admit(running, waiting, self.slots, caps)
         order = db.execute("SELECT COALESCE(MAX(admit_order), 0) FROM leases").fetchone()[0]
+        by_seq = {lease.seq: lease for lease in live}
         for seq in decision.admit:
             order += 1
             db.execute(
@@ -260,7 +324,8 @@ class LeaseStore:
                 "wait_reason = NULL WHERE seq = ?",
                 (now, order, seq),
             )
-        by_seq = {lease.seq: lease for lease in live}
+            admitted_lease = by_seq[seq]
+            _journal(db, seq, admitted_lease.repo_id, admitted_lease.lane, "lease.running", {})
         for seq, wait in decision.waits.items():
             other = by_seq.get(wait.other) if wait.other is not None else None
             before = by_seq[seq].wait_reason
@@ -290,11 +355,13 @@ class LeaseStore:
         *,
         timeout: float | None,
         on_wait: Callable[[Lease], None] | None = None,
+        cancel: Cancel | None = None,
     ) -> Lease:
         """Block until `lease` runs. Calls `on_wait` once, the first time it has to wait.
 
-        Raises `WaitTimeout` after `timeout` seconds (the lease is then cancelled) and
-        `LeaseReleased` if the lease was released meanwhile.
+        Raises `WaitTimeout` after `timeout` seconds, `Cancelled` as soon as `cancel` is set
+        (the lease is then released either way), and `LeaseReleased` if the lease was released
+        meanwhile.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         announced = False
@@ -304,6 +371,9 @@ class LeaseStore:
                 return lease
             if lease.state is LeaseState.RELEASED:
                 raise LeaseReleased(f"lease #{lease.seq} was released: {lease.release_reason}")
+            if cancel is not None and cancel.cancelled:
+                self.release(lease.seq, "cancelled")
+                raise Cancelled(f"stopped waiting for lease #{lease.seq}: cancelled")
             if not announced and on_wait is not None:
                 on_wait(lease)
                 announced = True
@@ -318,9 +388,20 @@ class LeaseStore:
                     )
                 sleep = min(sleep, remaining)
             with _holder_fds(self.active()) as fds:
-                select.select([waker.fileno(), *fds], [], [], sleep)
+                woken = [waker.fileno(), *fds, *([cancel.fileno()] if cancel else [])]
+                select.select(woken, [], [], sleep)
             waker.drain()
             self.run_pass()
+
+
+def _journal(
+    db: Connection, seq: int, repo_id: int, lane: str | None, kind: str, data: dict[str, Any]
+) -> None:
+    """A lease transition in the journal, in the same transaction as the transition: the board
+    follows tasks and lanes from one cursor."""
+    journal(
+        db, task_id=lane, repo_id=repo_id, kind=kind, actor="lanes", data={"lease": seq, **data}
+    )
 
 
 def _poke(path: str) -> None:
@@ -430,6 +511,7 @@ def hold(
     repo_cap: int | None = None,
     timeout: float | None = None,
     on_wait: Callable[[Lease], None] | None = None,
+    cancel: Cancel | None = None,
 ) -> Iterator[Held]:
     """Hold a lane for the duration of the block: wait for admission, run the block, release.
 
@@ -454,7 +536,7 @@ def hold(
             wake=str(waker.path),
         )
         try:
-            lease = store.wait(lease, waker, timeout=timeout, on_wait=on_wait)
+            lease = store.wait(lease, waker, timeout=timeout, on_wait=on_wait, cancel=cancel)
         except BaseException:
             store.release(lease.seq, "cancelled")
             raise

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from laneboard.core.adapters import procs
-from laneboard.core.adapters.db import Database, default_path, from_db, to_db
+from laneboard.core.adapters.db import Database, default_path, from_db, journal, to_db
 from laneboard.core.domain.errors import LaneboardError, LedgerError
 from laneboard.core.domain.identity import Identity
 from laneboard.core.domain.lifecycle import DISPOSITION_OF, OWNED, check_transition
@@ -402,11 +402,7 @@ class Ledger:
         actor: Actor,
         data: dict[str, Any],
     ) -> None:
-        db.execute(
-            "INSERT INTO events (task_id, repo_id, at, kind, actor, data) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (task_id, repo_id, time.time(), kind, actor.value, json.dumps(data, sort_keys=True)),
-        )
+        journal(db, task_id=task_id, repo_id=repo_id, kind=kind, actor=actor.value, data=data)
 
     def append_event(
         self,
@@ -420,10 +416,19 @@ class Ledger:
         with self.transaction() as db:
             self._event(db, task_id, repo_id, kind, actor, data or {})
 
-    def events(self, task_id: str | None = None, *, since: int = 0) -> list[Event]:
+    def last_seq(self) -> int:
+        """The journal's newest position (0 when it is empty)."""
+        seq: int = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
+        return seq
+
+    def events(
+        self, task_id: str | None = None, *, since: int = 0, limit: int | None = None
+    ) -> list[Event]:
+        """Events (of one task, or all) after `since`, oldest first, at most `limit`."""
         rows = self._db.execute(
-            "SELECT * FROM events WHERE (? IS NULL OR task_id = ?) AND seq > ? ORDER BY seq",
-            (task_id, task_id, since),
+            "SELECT * FROM events WHERE (? IS NULL OR task_id = ?) AND seq > ? ORDER BY seq"
+            + (" LIMIT ?" if limit is not None else ""),
+            (task_id, task_id, since, *((limit,) if limit is not None else ())),
         )
         return [
             Event(

@@ -5,6 +5,8 @@ setup command).
 `spawn_and_wait` forks and runs Python in the child before `exec` (the gate that lets the
 caller record the child first), and blocks signals with `pthread_sigmask`: it is for a process
 with a single thread (the command line). Never call it from a thread of the board.
+`start_gated` is the thread-safe way (no Python runs in the child): `subprocess` starts a shell
+that waits at the same kind of gate, then execs the command; use it wherever the service runs.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import subprocess
 from collections.abc import Callable, Iterable
 from contextlib import suppress
 from pathlib import Path
@@ -220,3 +223,55 @@ def _child(
             os.write(error_write, str(err.errno or 0).encode())
     finally:
         os._exit(127)
+
+
+def start_gated(
+    executable: str,
+    argv: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    started: Callable[[int, bool], None],
+    *,
+    output: int,
+) -> subprocess.Popen[bytes]:
+    """Start a command in a session of its own without forking Python, so it is safe in a
+    process with threads: `/bin/sh` waits on a gate pipe (its stdin) until `started(pid, True)`
+    has recorded it, then becomes the command (`exec`, the same pid), with stdin from
+    /dev/null. If `started` raises, the gate closes and the shell exits 125 without running
+    anything."""
+    gate_read, gate_write = os.pipe()
+    script = 'read -r _ || exit 125; exec "$@" </dev/null'
+    try:
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", script, "laneboard-gate", executable, *argv[1:]],
+            cwd=cwd,
+            env=env,
+            stdin=gate_read,
+            stdout=output,
+            stderr=output,
+            start_new_session=True,
+        )
+    finally:
+        os.close(gate_read)
+    try:
+        started(proc.pid, True)
+    except BaseException:
+        os.close(gate_write)
+        proc.wait()
+        raise
+    os.write(gate_write, b"go\n")
+    os.close(gate_write)
+    return proc
+
+
+def stop_group(proc: subprocess.Popen[bytes], grace: float = 5.0) -> None:
+    """End a command started by `start_gated` and everything in its session: SIGTERM, then
+    SIGKILL after `grace` seconds."""
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, signum)
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue

@@ -13,12 +13,13 @@ from pathlib import Path
 
 from laneboard.core.adapters.config import Settings
 from laneboard.core.adapters.git import GitRepo, RepoPaths
-from laneboard.core.adapters.leases import Held, LeaseStore, hold
+from laneboard.core.adapters.leases import Cancel, Held, LeaseStore, hold
 from laneboard.core.adapters.ledger import Ledger
-from laneboard.core.adapters.verify import Verdict, verify_worktree
+from laneboard.core.adapters.verify import verify_worktree
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.lanes import Lease, LeaseKind
 from laneboard.core.domain.models import Relocation, Repo, Task
+from laneboard.core.domain.verdict import Verdict
 
 
 class NotRegistered(LaneboardError):
@@ -35,6 +36,12 @@ class RepoContext:
     """This context registered the repo (it was unknown to the ledger before)."""
     relocation: Relocation | None = None
     """Set when opening it found the repo moved since it was registered (and repaired it)."""
+    on_wait: Callable[[Lease], None] | None = None
+    """Told once each time a lane of this repo has to be waited for (the CLI prints a line)."""
+    cancel: Cancel | None = None
+    """Cancels any wait for a lane of this repo (the board's cancel button)."""
+    on_output: Callable[[bytes], None] | None = None
+    """Receives the output of commands laneboard runs for the operator (a setup command)."""
 
     @property
     def root(self) -> Path:
@@ -69,10 +76,9 @@ class RepoContext:
         lane: str | None,
         kind: LeaseKind,
         command: list[str],
-        on_wait: Callable[[Lease], None] | None = None,
     ) -> Iterator[Held]:
         """Hold one of this repo's lanes (None = the root lane) for the block, after waiting for
-        admission like any `laneboard exec`."""
+        admission like any `laneboard exec` (telling `on_wait`, stopping when `cancel` is set)."""
         store = LeaseStore(ledger.database, self.settings.lanes.slots)
         with hold(
             store,
@@ -81,6 +87,7 @@ class RepoContext:
             kind=kind,
             command=command,
             repo_cap=self.settings.lanes.repo_cap,
-            on_wait=on_wait,
+            on_wait=self.on_wait,
+            cancel=self.cancel,
         ) as held:
             yield held

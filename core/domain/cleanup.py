@@ -18,6 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from laneboard.core.domain.errors import LaneboardError
+
 
 class BlockerKind(StrEnum):
     """Why a worktree or branch may not be removed now."""
@@ -72,13 +74,17 @@ SNAPSHOT_LIFTS = frozenset(
 
 @dataclass(frozen=True)
 class Blocker:
-    """One fact that makes removal unsafe."""
+    """One fact that makes removal unsafe, as data the board renders and the CLI prints."""
 
     kind: BlockerKind
     fact: str
+    """The whole line, `untracked file: notes.md`."""
+    subject: str | None = None
+    """The path, commit or process the fact is about (`notes.md`), when there is one."""
 
     @property
     def lifted_by_snapshot(self) -> bool:
+        """`--force` lifts it: a snapshot holds what it guards."""
         return self.kind in SNAPSHOT_LIFTS
 
     def __str__(self) -> str:
@@ -166,6 +172,36 @@ class Decision:
         return tuple(b for b in self.blockers if not b.lifted_by_snapshot)
 
 
+class Refused(LaneboardError):
+    """A discard refused, with every blocker as data (`blockers`); `forced` says whether
+    `--force` was given (then only what it cannot lift is listed). The message and `details`
+    are the lines the CLI prints; when the list mixes both kinds, the lines `--force` would lift
+    say so."""
+
+    def __init__(self, task: str, blockers: Sequence[Blocker], *, forced: bool) -> None:
+        self.task = task
+        self.forced = forced
+        self.blockers = tuple(b for b in blockers if not (forced and b.lifted_by_snapshot))
+        hard = [b for b in self.blockers if not b.lifted_by_snapshot]
+        soft = [b for b in self.blockers if b.lifted_by_snapshot]
+        count = len(self.blockers)
+        if forced or not soft:
+            hint = "; --force cannot override these" if hard else ""
+        elif not hard:
+            hint = "; --force saves them in a snapshot first, then removes"
+        else:
+            hint = f"; --force cannot override {len(hard)} of these (it saves the ones marked)"
+        lines = [str(b) + (SAVED_MARK if hard and b in soft else "") for b in self.blockers]
+        super().__init__(
+            f"refusing to discard {task}: {count} blocker{'s' if count != 1 else ''}{hint}",
+            details=lines,
+        )
+
+
+SAVED_MARK = " [--force saves this]"
+"""Marks, in a refusal that mixes both kinds, a blocker that `--force` would lift."""
+
+
 def is_rebuildable(path: str, patterns: Iterable[str]) -> bool:
     """True when an ignored path, as `git status --ignored=matching` names it, is a cache tools
     rebuild. A pattern ending in `/` names an ignored directory reported as such (a path ending
@@ -199,7 +235,7 @@ UNIQUE_SHOWN = 10
 
 
 def _each(kind: BlockerKind, label: str, items: Sequence[str]) -> list[Blocker]:
-    return [Blocker(kind, f"{label}: {item}") for item in items]
+    return [Blocker(kind, f"{label}: {item}", item) for item in items]
 
 
 def worktree_blockers(facts: WorktreeFacts, rebuildable: Sequence[str]) -> Decision:

@@ -61,6 +61,8 @@ class Actor(StrEnum):
     HOOK = "hook"
     CONTROLLER = "controller"
     DOCTOR = "doctor"
+    LANES = "lanes"
+    """The lane scheduler: a lease was requested, admitted or released."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,9 @@ class Task:
     identity: Identity | None
     created_at: float
     updated_at: float
+    target: str | None = None
+    """The branch the task will be integrated into (recorded at creation); its ahead/behind
+    counts are against this branch."""
     agent_profile: str | None = None
     agent_argv: list[str] | None = None
     tmux_socket: str | None = None

@@ -1,32 +1,120 @@
-"""The runtime port: what core needs from the agent runtime (tmux), as a Protocol.
+"""The runtime port: what core needs from the agent runtime (tmux), as a Protocol and values
+(DESIGN.md section 9).
 
-`sessions` implements it with libtmux; the composition root (CLI entry, app factory) wires the
-real adapter. Until an adapter is wired, `NoRuntime` stands in: there are no panes, so there is no
-agent to stop and no pane process to report.
+`sessions` implements it with libtmux; the composition root (the CLI entry, the app factory)
+wires the real adapter. Every pane is named by its ref (host, socket, tmux pane id `%12`), never
+by a name. `snapshot()` answers for every pane at once (one `list-panes -a` behind it), so a
+refresh costs one call, not one per task. Until an adapter is wired, `NoRuntime` stands in: there
+are no panes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from laneboard.core.domain.models import Task
+
+@dataclass(frozen=True)
+class PaneRef:
+    """Where one agent runs. `host` is `local` until laneboard places tasks on other machines."""
+
+    pane_id: str
+    """tmux's own id, `%12`: stable for the pane's life, never reused by the server."""
+    socket: str | None = None
+    """The tmux socket (None: the user's default server)."""
+    session_id: str | None = None
+    window_id: str | None = None
+    host: str = "local"
+
+
+@dataclass(frozen=True)
+class PaneState:
+    """One pane as the runtime sees it right now."""
+
+    ref: PaneRef
+    alive: bool
+    """The pane's process runs (False: it exited and `remain-on-exit` kept its screen)."""
+    exit_status: int | None = None
+    pid: int | None = None
+    command: str | None = None
+    """tmux's `pane_current_command`: what runs in the foreground of the pane."""
+    activity: float | None = None
+    """When the pane's window last printed something (seconds since the epoch)."""
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """An agent to start as a pane's own command (an argv, never a line typed into a shell)."""
+
+    argv: tuple[str, ...]
+    cwd: str
+    session: str
+    window: str
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StopResult:
+    """How stopping a pane ended."""
+
+    stopped: bool
+    """Its processes have exited (or it was gone already)."""
+    exit_status: int | None = None
+    detail: str = ""
 
 
 class Runtime(Protocol):
-    def pane_processes(self, task: Task) -> list[str]:
-        """Live processes of the task's pane (`pid N (claude)`); empty when none run."""
+    def snapshot(self) -> Mapping[str, PaneState]:
+        """Every pane laneboard can see, by pane id, in one call."""
         ...
 
-    def stop(self, task: Task) -> None:
-        """Stop the task's agent and wait until its processes have exited. Idempotent."""
+    def launch(self, spec: LaunchSpec) -> PaneRef:
+        """Start `spec.argv` as the command of a new pane; return its ref."""
+        ...
+
+    def capture(self, pane: PaneRef, lines: int) -> str:
+        """The last `lines` lines of the pane's screen."""
+        ...
+
+    def send_text(self, pane: PaneRef, text: str, *, enter: bool) -> None:
+        """Type `text` (literally) into the pane, then Enter as its own key when `enter`."""
+        ...
+
+    def stop(self, pane: PaneRef, timeout: float) -> StopResult:
+        """Stop the pane's agent and wait up to `timeout` seconds for it to exit. Idempotent."""
         ...
 
 
 class NoRuntime:
-    """No agent runtime: no panes exist."""
+    """No agent runtime: no panes exist, so nothing runs, nothing can be stopped or read."""
 
-    def pane_processes(self, task: Task) -> list[str]:
+    def snapshot(self) -> Mapping[str, PaneState]:
+        return {}
+
+    def launch(self, spec: LaunchSpec) -> PaneRef:
+        raise NotImplementedError("no agent runtime is wired")
+
+    def capture(self, pane: PaneRef, lines: int) -> str:
+        return ""
+
+    def send_text(self, pane: PaneRef, text: str, *, enter: bool) -> None:
+        raise NotImplementedError("no agent runtime is wired")
+
+    def stop(self, pane: PaneRef, timeout: float) -> StopResult:
+        return StopResult(stopped=True, detail="no runtime")
+
+
+def pane_of(task_pane: str | None, socket: str | None) -> PaneRef | None:
+    """The pane ref the ledger recorded for a task (None: it has no pane)."""
+    return PaneRef(pane_id=task_pane, socket=socket) if task_pane else None
+
+
+def agent_processes(runtime: Runtime, pane: PaneRef | None) -> list[str]:
+    """Live processes of a task's pane (`pid 42 (claude)`), for the "agent running" blocker."""
+    if pane is None:
         return []
-
-    def stop(self, task: Task) -> None:
-        return None
+    state = runtime.snapshot().get(pane.pane_id)
+    if state is None or not state.alive:
+        return []
+    return [f"pid {state.pid} ({state.command or 'agent'})"]

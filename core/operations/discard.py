@@ -49,11 +49,11 @@ from laneboard.core.adapters.git import (
 from laneboard.core.adapters.leases import LeaseStore
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import RepoContext
-from laneboard.core.adapters.verify import Reason
 from laneboard.core.domain.cleanup import (
     Blocker,
     BlockerKind,
     Decision,
+    Refused,
     branch_blockers,
     worktree_blockers,
 )
@@ -61,7 +61,8 @@ from laneboard.core.domain.errors import GitError, LaneboardError
 from laneboard.core.domain.lanes import Lease, LeaseKind, LeaseState
 from laneboard.core.domain.lifecycle import check_transition
 from laneboard.core.domain.models import Actor, Task, TaskState
-from laneboard.core.domain.runtime import Runtime
+from laneboard.core.domain.runtime import Runtime, pane_of
+from laneboard.core.domain.verdict import Reason
 from laneboard.core.operations.facts import (
     Observation,
     admin_dir,
@@ -75,37 +76,28 @@ OnWait = Callable[[Lease], None] | None
 QUARANTINE_PREFIX = ".discarding-"
 """Worktrees being discarded wait under `<area>/.discarding-<task id>`; no task name starts with
 a dot, so the name can never be a task's."""
+STOP_SECONDS = 10.0
+"""How long retain waits for an agent to exit before it says so."""
 ROUNDS = 3
 """How many times the last look is repeated when the worktree changes under it, before the
 discard gives up and leaves the task retained."""
 
 
-class Refused(LaneboardError):
-    """Removal refused; `details` holds one line per blocker."""
-
-
 def retain(ctx: RepoContext, ledger: Ledger, task: Task, runtime: Runtime, actor: Actor) -> Task:
     """Stop the agent (if one runs) and keep worktree and branch exactly as they are."""
     check_transition(task.state, TaskState.RETAINED)
-    runtime.stop(task)
+    pane = pane_of(task.tmux_pane, task.tmux_socket)
+    if pane is not None:
+        stopped = runtime.stop(pane, timeout=STOP_SECONDS)
+        if not stopped.stopped:
+            raise LaneboardError(f"{task.name}: its agent did not stop: {stopped.detail}")
     return ledger.update_task(
         task.id, actor=actor, kind="task.retained", state=TaskState.RETAINED, expect=task.state
     )
 
 
 def _refusal(task: Task, decision: Decision, force: bool) -> Refused:
-    lines = [str(b) for b in decision.blockers]
-    if force or not decision.clear_after_snapshot:
-        hint = "" if not decision.hard else "; --force cannot override these"
-        if force:
-            lines = [str(b) for b in decision.hard]
-    else:
-        hint = "; --force saves them in a snapshot first, then removes"
-    count = len(lines)
-    return Refused(
-        f"refusing to discard {task.name}: {count} blocker{'s' if count != 1 else ''}{hint}",
-        details=lines,
-    )
+    return Refused(task.name, decision.blockers, forced=force)
 
 
 def _store(ctx: RepoContext, ledger: Ledger) -> LeaseStore:
@@ -152,7 +144,6 @@ def discard(
     force: bool,
     runtime: Runtime,
     actor: Actor,
-    on_wait: OnWait = None,
 ) -> Task:
     """Snapshot, then remove the task's worktree and branch; or refuse, changing nothing."""
     _refuse_unsettled(task)
@@ -168,7 +159,7 @@ def discard(
         )
         raise _refusal(task, Decision(held), force)
     command = ["laneboard", "discard", task.name]
-    with ctx.lane(ledger, None, LeaseKind.REMOVE, command, on_wait):
+    with ctx.lane(ledger, None, LeaseKind.REMOVE, command):
         task = ledger.task(task.id)
         _refuse_unsettled(task)
         check_transition(task.state, TaskState.DISCARDING)
@@ -504,7 +495,8 @@ class Discard:
 
     def _stop_hard(self, reason: str) -> Refused:
         self._settle_retained([reason])
-        return Refused(f"refusing to discard {self.task.name}: {reason}")
+        blocker = Blocker(BlockerKind.VERIFICATION, reason, self.task.worktree_path)
+        return Refused(self.task.name, (blocker,), forced=self.forced)
 
     def _settle_retained(self, reasons: list[str]) -> None:
         q = self.quarantine

@@ -9,7 +9,6 @@ prove is laneboard's is reported and left alone.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from laneboard.core.adapters import procs
@@ -21,6 +20,7 @@ from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.lanes import LeaseKind
 from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.domain.runtime import Runtime
+from laneboard.core.domain.views import Finding
 from laneboard.core.operations import discard as removal
 from laneboard.core.operations.provision import (
     branch_message,
@@ -31,25 +31,6 @@ from laneboard.core.operations.provision import (
     record_created,
 )
 from laneboard.core.operations.rollback import rollback
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One disagreement between the ledger and the world.
-
-    `kind` is a stable identifier (documented in docs/cli.md); `fixed` says what `--fix` did, or
-    starts with `not fixed:` and says why it could not.
-    """
-
-    kind: str
-    detail: str
-    task: str | None = None
-    task_id: str | None = None
-    fixed: str | None = None
-
-    @property
-    def resolved(self) -> bool:
-        return self.fixed is not None and not self.fixed.startswith("not fixed")
 
 
 def _by_path(entries: list[WorktreeEntry]) -> dict[str, WorktreeEntry]:

@@ -30,7 +30,7 @@ from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.cleanup import BranchFacts, WorktreeFacts
 from laneboard.core.domain.lanes import LeaseState
 from laneboard.core.domain.models import Task
-from laneboard.core.domain.runtime import Runtime
+from laneboard.core.domain.runtime import Runtime, agent_processes, pane_of
 from laneboard.core.operations.copies import unchanged_copies
 from laneboard.core.operations.provision import LOCK_PREFIX, branch_message
 
@@ -115,7 +115,7 @@ def observe(
         for lease in store.active(task.repo_id)
         if lease.lane == task.id and lease.state is LeaseState.RUNNING
     )
-    agent = tuple(runtime.pane_processes(task))
+    agent = tuple(agent_processes(runtime, pane_of(task.tmux_pane, task.tmux_socket)))
     if not os.path.lexists(where):
         return Observation(_gone(ctx, task, listed(entries, where), leases, agent), where)
     verdict = ctx.verify(task, path=where)

@@ -32,7 +32,7 @@ from laneboard.core.domain.lanes import Lease, LeaseKind
 from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.domain.names import branch_for
 from laneboard.core.operations.copies import copy_files
-from laneboard.core.operations.setup import OnOutput, run_setup
+from laneboard.core.operations.setup import run_setup
 
 LOCK_PREFIX = "laneboard: initializing task "
 
@@ -61,22 +61,18 @@ def provision(
     base_ref: str,
     base_sha: str,
     actor: Actor,
-    on_wait: OnWait = None,
-    on_output: OnOutput = None,
 ) -> Task:
     """Create task `name` with branch `<prefix>/<name>` and a worktree at `<area>/<name>`, both at
     `base_sha` (what `base_ref` named when the caller resolved it). Every check that can refuse
     runs before the first write.
 
     `git worktree add` runs under a root-lane lease (it writes shared git metadata), so it waits
-    for in-flight lane commands of the repo and holds back later ones; `on_wait` hears about it,
-    `on_output` receives the setup command's output as it comes.
+    for in-flight lane commands of the repo and holds back later ones (`ctx.on_wait` hears about
+    it); `ctx.on_output` receives the setup command's output as it comes.
     """
     branch = branch_for(ctx.settings.branch_prefix, name)
     refuse_live_name(ledger, ctx, name)
-    return create(
-        ctx, ledger, name, branch, base_ref, base_sha, base_sha, {}, actor, on_wait, on_output
-    )
+    return create(ctx, ledger, name, branch, base_ref, base_sha, base_sha, {}, actor)
 
 
 def refuse_live_name(ledger: Ledger, ctx: RepoContext, name: str) -> None:
@@ -115,8 +111,6 @@ def create(
     start_sha: str,
     extra: dict[str, Any],
     actor: Actor,
-    on_wait: OnWait,
-    on_output: OnOutput = None,
 ) -> Task:
     """Record the intent, then create `branch` at `start_sha` and its worktree, then `finish`.
 
@@ -149,6 +143,7 @@ def create(
             "branch": branch,
             "area": str(area),
             "worktree_path": str(path),
+            "target": extra.get("target"),
         },
         actor,
         {
@@ -162,7 +157,7 @@ def create(
     )
     faults.checkpoint("provision.after_intent")
     try:
-        with ctx.lane(ledger, None, LeaseKind.PROVISION, add, on_wait):
+        with ctx.lane(ledger, None, LeaseKind.PROVISION, add):
             ensure_excluded(ctx, ledger, task, actor)
             check_area(area)
             area.mkdir(parents=True, exist_ok=True)
@@ -176,10 +171,8 @@ def create(
             task = record_created(ledger, task, actor, start_sha, branch=False)
             faults.checkpoint("provision.after_worktree_add")
     except (LaneboardError, OSError, KeyboardInterrupt) as err:
-        raise rollback_after(ctx, ledger, task, err, actor=actor, on_wait=on_wait) from None
-    return finish(
-        ctx, ledger, task, actor, setup_is_ours=True, on_wait=on_wait, on_output=on_output
-    )
+        raise rollback_after(ctx, ledger, task, err, actor=actor) from None
+    return finish(ctx, ledger, task, actor, setup_is_ours=True)
 
 
 def describe(err: BaseException) -> str:
@@ -232,8 +225,6 @@ def finish(
     actor: Actor,
     *,
     setup_is_ours: bool,
-    on_wait: OnWait = None,
-    on_output: OnOutput = None,
 ) -> Task:
     """Run every step after `git worktree add` that the journal does not show as done, then mark
     the task provisioned. Idempotent; `doctor` calls it to finish an interrupted provisioning.
@@ -264,18 +255,16 @@ def finish(
             copy_files(ctx, ledger, task, actor)
         faults.checkpoint("provision.after_copy")
         if "setup.done" not in done:
-            run_setup(ctx, ledger, task, actor, on_wait, on_output)
+            run_setup(ctx, ledger, task, actor)
         faults.checkpoint("provision.after_setup")
         # Unlocking reads every worktree's admin dir, so, like `worktree add`, it is a root
         # operation: run beside another task's `add` it can read a half-made admin dir and fail.
         unlock = ["git", "worktree", "unlock", task.worktree_path]
-        with ctx.lane(ledger, None, LeaseKind.PROVISION, unlock, on_wait):
+        with ctx.lane(ledger, None, LeaseKind.PROVISION, unlock):
             if locked_by_us(ctx, task):
                 worktree_unlock(ctx.root, Path(task.worktree_path))
     except (LaneboardError, OSError, KeyboardInterrupt) as err:
-        raise rollback_after(
-            ctx, ledger, task, err, actor=actor, force=setup_is_ours, on_wait=on_wait
-        ) from None
+        raise rollback_after(ctx, ledger, task, err, actor=actor, force=setup_is_ours) from None
     return ledger.update_task(
         task.id,
         actor=actor,

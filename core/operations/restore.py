@@ -55,7 +55,6 @@ def restore(
     ledger: Ledger,
     name: str,
     actor: Actor,
-    on_wait: OnWait = None,
     *,
     as_name: str | None = None,
 ) -> Task:
@@ -72,7 +71,12 @@ def restore(
         raise LaneboardError(
             f"branch {branch} exists; restore creates it anew and never reuses a branch{hint}"
         )
-    extra = {"restore_from": old.id, "snapshot_ref": ref, "snapshot_sha": sha}
+    extra = {
+        "restore_from": old.id,
+        "snapshot_ref": ref,
+        "snapshot_sha": sha,
+        "target": old.target or ctx.git.integration_branch(ctx.settings.target),
+    }
     task = create(
         ctx,
         ledger,
@@ -83,7 +87,6 @@ def restore(
         saved.tip or saved.head,
         extra,
         actor,
-        on_wait,
     )
     ledger.append_event(old.id, ctx.repo.id, "task.restored_as", actor, {"task_id": task.id})
     return task

@@ -34,7 +34,6 @@ def rollback_after(
     *,
     actor: Actor,
     force: bool = True,
-    on_wait: OnWait = None,
 ) -> ProvisionFailed:
     """Roll back after `err` stopped provisioning; return the error to raise. If the rollback
     itself cannot run (git broken, interrupted again), the task stays `provisioning`, owned by
@@ -43,7 +42,7 @@ def rollback_after(
     reason = describe(err)
     try:
         task = adopt_leftover_worktree(ctx, ledger, ledger.task(task.id), actor)
-        rollback(ctx, ledger, task, reason=reason, actor=actor, force=force, on_wait=on_wait)
+        rollback(ctx, ledger, task, reason=reason, actor=actor, force=force)
     except (LaneboardError, OSError, KeyboardInterrupt) as again:
         return ProvisionFailed(
             f"provisioning {task.name} failed: {reason}; rolling back failed too "
@@ -60,7 +59,6 @@ def rollback(
     reason: str,
     actor: Actor,
     force: bool = True,
-    on_wait: OnWait = None,
 ) -> Task:
     """Undo exactly what this task created and mark it failed. `force` (files inside may be
     removed once saved) is for a worktree this process made; without it a worktree that is not
@@ -73,7 +71,7 @@ def rollback(
         {"path": task.worktree_path, "branch": task.branch, "tip": task.branch_tip_at_creation},
     )
     command = ["laneboard", "rollback", task.name]
-    with ctx.lane(ledger, None, LeaseKind.REMOVE, command, on_wait):
+    with ctx.lane(ledger, None, LeaseKind.REMOVE, command):
         kept = _undo(ctx, ledger, task, actor, force=force)
     full_reason = "; ".join([reason, *kept])
     return ledger.update_task(

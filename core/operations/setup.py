@@ -2,7 +2,7 @@
 task's worktree lane right after the worktree is created.
 
 Its output goes to a log file in the state dir (`logs/<task id>/setup.log`, kept), is streamed
-to the caller as it comes (`on_output`), so a long install does not look hung, and its tail
+to the caller as it comes (`ctx.on_output`), so a long install does not look hung, and its tail
 (up to `JOURNAL_BYTES`) is kept in the journal with the exit code. A non-zero exit fails
 provisioning, which then rolls back.
 """
@@ -10,19 +10,22 @@ provisioning, which then rolls back.
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from laneboard.core.adapters.config import state_dir
-from laneboard.core.adapters.leases import LEASE_ENV
+from laneboard.core.adapters.leases import LEASE_ENV, Cancelled
 from laneboard.core.adapters.ledger import Ledger
-from laneboard.core.adapters.process import find_command, spawn_and_wait
+from laneboard.core.adapters.process import find_command, start_gated, stop_group
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.lanes import Lease, LeaseKind
 from laneboard.core.domain.models import Actor, Task
 
+TICK_SECONDS = 0.25
+"""How often the setup's output is passed on, and a cancel looked at, while it runs."""
 JOURNAL_BYTES = 64 * 1024
 """At most this much of the setup's output (its end) goes into the journal."""
 
@@ -39,8 +42,6 @@ def run_setup(
     ledger: Ledger,
     task: Task,
     actor: Actor,
-    on_wait: OnWait,
-    on_output: OnOutput = None,
 ) -> None:
     """Run the configured setup command in the worktree, holding its worktree lane (the worktree
     was verified just before); a non-zero exit raises."""
@@ -63,10 +64,9 @@ def run_setup(
     log = log_path(task)
     log.parent.mkdir(parents=True, exist_ok=True)
     with (
-        ctx.lane(ledger, task.id, LeaseKind.SETUP, argv, on_wait) as held,
+        ctx.lane(ledger, task.id, LeaseKind.SETUP, argv) as held,
         open(log, "wb") as output,
         open(log, "rb") as follow,
-        open(os.devnull, "rb") as nothing,
     ):
         ledger.append_event(
             task.id, ctx.repo.id, "setup.started", actor, {"command": argv, "log": str(log)}
@@ -74,20 +74,32 @@ def run_setup(
         env[LEASE_ENV] = str(held.lease.seq)
 
         def stream() -> None:
-            if on_output is not None and (chunk := follow.read()):
-                on_output(chunk)
+            if ctx.on_output is not None and (chunk := follow.read()):
+                ctx.on_output(chunk)
 
-        code = spawn_and_wait(
+        proc = start_gated(
             executable,
             argv,
             Path(task.worktree_path),
             env,
             held.record_child,
-            stdin=nothing.fileno(),
             output=output.fileno(),
-            tick=stream,
         )
+        try:
+            while True:
+                stream()
+                if ctx.cancel is not None and ctx.cancel.cancelled:
+                    raise Cancelled(f"setup of {task.name} was cancelled")
+                try:
+                    code = proc.wait(timeout=TICK_SECONDS)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        except BaseException:
+            stop_group(proc)  # interrupted or cancelled: the setup goes too, then rollback
+            raise
         stream()
+        code = code if code >= 0 else 128 - code
         held.exit_code = code
     size = log.stat().st_size
     with open(log, "rb") as handle:

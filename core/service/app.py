@@ -1,292 +1,472 @@
-"""The application service: the one entry the CLI and the TUI call.
+"""The application service: the one entry the command line, the board and hooks call
+(DESIGN.md section 10).
 
-Each method is one operator action or read. It opens what it needs from the ledger and the repo,
-applies the domain's decisions, and returns values; it prints nothing and never exits. Callers
-wire the actor (cli, tui, hook) so the journal says who did what.
+Inputs are plain values: a repository as a path inside it (its root or any worktree) or its id,
+a task as its name, its id or a unique prefix of its id. Outputs are the domain's values
+(`core.domain.views`). Refusals are typed (`Refused` carries its blockers as data). Each method
+opens what it needs and prints nothing.
+
+Threads: the service may be called from worker threads at once. Each thread gets its own ledger
+connection (SQLite's are never shared across threads); everything else a call uses is made for
+that call. Waits for a lane can be cancelled from another thread with a `Cancel` token, and the
+operations the service runs never fork a Python child or install signal handlers (a setup
+command is started by `subprocess` through a shell gate), so they are safe in a threaded
+process. Reads never write: `lanes()` and `snapshot()` show leases as the last admission pass
+left them, and a dead holder's lease is reaped by the next writer, not by a reader.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from laneboard.core.domain.cleanup import Decision
-from laneboard.core.operations import discard as removal
-from laneboard.core.operations import provision as provision_mod
-from laneboard.core.operations import restore as restore_mod
-
-if TYPE_CHECKING:
-    from laneboard.core.operations import doctor as doctor_mod
-from laneboard.core.adapters.config import load_settings
-from laneboard.core.adapters.git import discover, resolve_at
-from laneboard.core.adapters.leases import LeaseStore
+from laneboard.core.adapters.config import load_settings, state_dir
+from laneboard.core.adapters.db import default_path
+from laneboard.core.adapters.git import NotARepository, discover, resolve_at
+from laneboard.core.adapters.leases import Cancel, LeaseStore
 from laneboard.core.adapters.ledger import Ledger
-from laneboard.core.adapters.repo import RepoContext
-from laneboard.core.adapters.verify import Reason, Verdict, verify_worktree
+from laneboard.core.adapters.repo import NotRegistered, RepoContext
+from laneboard.core.adapters.verify import verify_worktree
+from laneboard.core.domain.cleanup import Blocker
 from laneboard.core.domain.errors import ConfigError, LaneboardError
 from laneboard.core.domain.lanes import Lease, LeaseState
-from laneboard.core.domain.models import Actor, Event, Repo, Task
-from laneboard.core.domain.names import branch_for
+from laneboard.core.domain.models import Actor, Event, Repo, Task, TaskState
+from laneboard.core.domain.names import TASK_ID, branch_for
 from laneboard.core.domain.runtime import NoRuntime, Runtime
-from laneboard.core.operations.repos import open_repo
+from laneboard.core.domain.verdict import Reason, Verdict
+from laneboard.core.domain.views import (
+    BoardSnapshot,
+    Changes,
+    Finding,
+    LanesView,
+    LaneView,
+    Outcome,
+    Registration,
+    RepoBoard,
+    ShimDir,
+    TaskView,
+)
+
+__all__ = ["Cancel", "NotARepository", "NotRegistered", "RepoRef", "Service", "UnknownTask"]
+
+RepoRef = Path | str | int
+"""A repository: a path inside it (its root or any of its worktrees), or its ledger id."""
+OnWait = Callable[[Lease], None] | None
+OnOutput = Callable[[bytes], None] | None
+ID_PREFIX = 4
+"""A task id may be shortened to a unique prefix of at least this many hex digits."""
 
 
 class UnknownTask(LaneboardError):
     """No task of the repo has that name or id."""
 
 
-@dataclass(frozen=True)
-class LaneView:
-    """One lane of a repo as the board shows it: what runs there and what waits for it."""
+class Service:
+    """laneboard's operations and reads over one ledger file.
 
-    label: str
-    """`root`, or the task's name."""
-    task_id: str | None
-    running: list[Lease]
-    waiting: list[Lease]
-
-
-@dataclass(frozen=True)
-class LanesReport:
-    """Every lane of the repos asked for, with the machine-wide slot count and use."""
-
-    slots: int
-    used: int
-    repos: list[tuple[Repo, list[LaneView]]]
-
-
-@dataclass(frozen=True)
-class TaskView:
-    """A task with the repo it belongs to, as reads return it."""
-
-    task: Task
-    repo: Repo
-
-
-class Board:
-    """laneboard's operations over one ledger."""
+    `actor` is written into the journal with every change (cli, tui, hook); `runtime` is the
+    agent runtime (tmux) or `NoRuntime`; `on_notice` hears what the operator should know beyond
+    a command's result (a repository found moved and repaired).
+    """
 
     def __init__(
-        self, ledger: Ledger, *, actor: Actor = Actor.CLI, runtime: Runtime | None = None
+        self,
+        ledger_path: Path | None = None,
+        *,
+        actor: Actor = Actor.CLI,
+        runtime: Runtime | None = None,
+        on_notice: Callable[[str], None] | None = None,
     ) -> None:
-        self.ledger = ledger
+        self.ledger_path = ledger_path or default_path()
         self.actor = actor
         self.runtime: Runtime = runtime or NoRuntime()
+        self.on_notice = on_notice
+        self._local = threading.local()
 
-    # --- repos ---------------------------------------------------------------------------
+    # --- connections ---------------------------------------------------------------------
 
-    def repo(self, path: Path, *, register: bool = False) -> RepoContext:
-        """The repo containing `path` (root or any worktree), registering it if asked."""
-        return open_repo(self.ledger, path, register=register, actor=self.actor)
+    def _ledger(self) -> Ledger:
+        """This thread's ledger connection, opened on first use."""
+        ledger: Ledger | None = getattr(self._local, "ledger", None)
+        if ledger is None:
+            ledger = Ledger(self.ledger_path)
+            self._local.ledger = ledger
+        return ledger
 
-    def init(self, path: Path) -> tuple[RepoContext, bool]:
-        """Register the repository at `path`. Returns (context, newly registered)."""
-        ctx = self.repo(path, register=True)
-        return ctx, ctx.registered_now
+    def close(self) -> None:
+        """Close this thread's connection (other threads' close with their thread)."""
+        ledger: Ledger | None = getattr(self._local, "ledger", None)
+        if ledger is not None:
+            ledger.close()
+            self._local.ledger = None
 
-    # --- tasks ---------------------------------------------------------------------------
+    # --- repositories --------------------------------------------------------------------
 
-    def new(
+    def _open(
         self,
-        path: Path,
-        name: str,
+        where: RepoRef,
         *,
-        base: str | None = None,
-        on_wait: Callable[[Lease], None] | None = None,
-        on_output: Callable[[bytes], None] | None = None,
-    ) -> tuple[Task, RepoContext]:
-        """Provision task `name` from `base` (default: the root's HEAD) in the repo containing
-        `path`, registering the repo if needed, but only once the name and base are valid: a
-        refused `new` changes nothing. `on_wait` is told when it waits for the root lane."""
-        paths = discover(path)
-        settings = load_settings(paths.root)
-        branch_for(settings.branch_prefix, name)
-        # As git means it: `HEAD` (or `@{-1}`, `HEAD~2`) of the checkout the command runs in.
-        base_sha = resolve_at(path, base or "HEAD")
-        ctx = self.repo(path, register=True)
-        task = provision_mod.provision(
-            ctx, self.ledger, name, base or "HEAD", base_sha, self.actor, on_wait, on_output
-        )
-        return task, ctx
+        register: bool = False,
+        on_wait: OnWait = None,
+        cancel: Cancel | None = None,
+        on_output: OnOutput = None,
+    ) -> RepoContext:
+        from laneboard.core.operations.repos import open_repo
 
-    def retain(self, ctx: RepoContext, name: str) -> Task:
-        """Stop the task's agent, keep its worktree and branch."""
-        return removal.retain(ctx, self.ledger, self._live(ctx, name), self.runtime, self.actor)
+        ledger = self._ledger()
+        path = Path(ledger.repo(where).root) if isinstance(where, int) else Path(where)
+        ctx = open_repo(ledger, path, register=register, actor=self.actor)
+        ctx.on_wait, ctx.cancel, ctx.on_output = on_wait, cancel, on_output
+        if ctx.relocation is not None and self.on_notice is not None:
+            for line in ctx.relocation.lines():
+                self.on_notice(line)
+        return ctx
 
-    def discard_preview(self, ctx: RepoContext, name: str) -> Decision:
-        """What would block discarding the task right now (changes nothing)."""
-        return removal.preview(ctx, self.ledger, self._live(ctx, name), self.runtime)
+    def init(self, where: Path) -> Registration:
+        """Register the repository containing `where` (a no-op that says so when it is)."""
+        ctx = self._open(where, register=True)
+        return Registration(ctx.repo, ctx.registered_now, ctx.relocation)
 
-    def discard(
-        self,
-        ctx: RepoContext,
-        name: str,
-        *,
-        force: bool = False,
-        on_wait: Callable[[Lease], None] | None = None,
-    ) -> Task:
-        """Snapshot and remove the task's worktree and branch, or refuse with every blocker."""
-        return removal.discard(
-            ctx,
-            self.ledger,
-            self._live(ctx, name),
-            force=force,
-            runtime=self.runtime,
-            actor=self.actor,
-            on_wait=on_wait,
-        )
+    def repo(self, where: RepoRef) -> Repo:
+        """The registered repository `where` names (refused when it is not registered)."""
+        return self._open(where).repo
 
-    def restore(
-        self,
-        ctx: RepoContext,
-        name: str,
-        *,
-        as_name: str | None = None,
-        on_wait: Callable[[Lease], None] | None = None,
-    ) -> Task:
-        """Bring the newest snapshot of the task `name` back as a new task."""
-        return restore_mod.restore(ctx, self.ledger, name, self.actor, on_wait, as_name=as_name)
+    def repos(self) -> list[Repo]:
+        return self._ledger().repos()
 
-    def snapshots(self, task: Task) -> list[tuple[int, str, str]]:
-        return self.ledger.snapshots(task.id)
+    # --- tasks -----------------------------------------------------------------------------
 
-    def _live(self, ctx: RepoContext, name: str) -> Task:
-        task = self.task(ctx, name)
+    def _find(self, ctx: RepoContext, ref: str) -> Task:
+        """The task `ref` names in this repo: the live task of that name, else a task with that
+        id, else the latest retired one of that name, else the one task whose id starts with
+        `ref` (at least `ID_PREFIX` hex digits)."""
+        ledger = self._ledger()
+        found = ledger.find_task(ctx.repo.id, ref)
+        if found is not None and found.live:
+            return found
+        tasks = ledger.tasks(ctx.repo.id)
+        exact = next((t for t in tasks if t.id == ref), None)
+        if exact is not None:
+            return exact
+        if found is not None:
+            return found
+        if len(ref) >= ID_PREFIX and TASK_ID.fullmatch(ref.ljust(12, "0")):
+            matches = [t for t in tasks if t.id.startswith(ref)]
+            if len(matches) == 1:
+                return matches[0]
+            if matches:
+                names = ", ".join(f"{t.name} ({t.id})" for t in matches)
+                raise UnknownTask(f"{ref!r} is the start of more than one task id: {names}")
+        raise UnknownTask(f"no task named {ref!r} in {ctx.root}")
+
+    def _live(self, ctx: RepoContext, ref: str) -> Task:
+        task = self._find(ctx, ref)
         if not task.live:
             raise LaneboardError(f"task {task.name} is {task.state.value}; it has been retired")
         return task
 
-    def task(self, ctx: RepoContext, name: str) -> Task:
-        """The live task called `name` (or with that id), else the latest retired one."""
-        found = self.ledger.find_task(ctx.repo.id, name)
-        if found is None:
-            found = next((t for t in self.ledger.tasks(ctx.repo.id) if t.id == name), None)
-        if found is None:
-            raise UnknownTask(f"no task named {name!r} in {ctx.root}")
-        return found
+    def new(
+        self,
+        where: Path,
+        name: str,
+        *,
+        base: str | None = None,
+        on_wait: OnWait = None,
+        on_output: OnOutput = None,
+        cancel: Cancel | None = None,
+    ) -> Outcome:
+        """Provision task `name` from `base` (default: HEAD of the checkout `where` is in, as
+        git means it), registering the repo if needed, but only once the name and base are
+        valid: a refused `new` changes nothing. `on_wait` hears when it waits for a lane,
+        `on_output` receives the setup command's output as it comes."""
+        from laneboard.core.operations import provision
 
-    def tasks(self, ctx: RepoContext | None, *, include_retired: bool = False) -> list[TaskView]:
-        """Tasks of one repo, or of every registered repo when `ctx` is None."""
-        repos = [ctx.repo] if ctx else self.ledger.repos()
+        paths = discover(where)
+        settings = load_settings(paths.root)
+        branch_for(settings.branch_prefix, name)
+        base_sha = resolve_at(where, base or "HEAD")
+        ctx = self._open(where, register=True, on_wait=on_wait, cancel=cancel, on_output=on_output)
+        task = provision.provision(ctx, self._ledger(), name, base or "HEAD", base_sha, self.actor)
+        return Outcome(task, ctx.repo)
+
+    def retain(self, where: RepoRef, task: str) -> Outcome:
+        """Stop the task's agent, keep its worktree and branch. A task retained already is left
+        as it is (`changed` False)."""
+        from laneboard.core.operations import discard
+
+        ctx = self._open(where)
+        found = self._live(ctx, task)
+        if found.state is TaskState.RETAINED:
+            return Outcome(found, ctx.repo, changed=False)
+        kept = discard.retain(ctx, self._ledger(), found, self.runtime, self.actor)
+        return Outcome(kept, ctx.repo)
+
+    def discard_preview(self, where: RepoRef, task: str) -> tuple[Blocker, ...]:
+        """What would block discarding the task right now (changes nothing)."""
+        from laneboard.core.operations import discard
+
+        ctx = self._open(where)
+        decision = discard.preview(ctx, self._ledger(), self._live(ctx, task), self.runtime)
+        return decision.blockers
+
+    def discard(
+        self,
+        where: RepoRef,
+        task: str,
+        *,
+        force: bool = False,
+        on_wait: OnWait = None,
+        cancel: Cancel | None = None,
+    ) -> Outcome:
+        """Snapshot and remove the task's worktree and branch, or refuse (`Refused`, with
+        every blocker) changing nothing."""
+        from laneboard.core.operations import discard
+
+        ctx = self._open(where, on_wait=on_wait, cancel=cancel)
+        ledger = self._ledger()
+        gone = discard.discard(
+            ctx,
+            ledger,
+            self._live(ctx, task),
+            force=force,
+            runtime=self.runtime,
+            actor=self.actor,
+        )
+        snaps = ledger.snapshots(gone.id)
+        return Outcome(gone, ctx.repo, snapshot=snaps[-1][1] if snaps else None)
+
+    def restore(
+        self,
+        where: RepoRef,
+        task: str,
+        *,
+        as_name: str | None = None,
+        on_wait: OnWait = None,
+        cancel: Cancel | None = None,
+    ) -> Outcome:
+        """Bring the newest snapshot of the task back as a new task (`as_name`, default the
+        same name)."""
+        from laneboard.core.operations import restore
+
+        ctx = self._open(where, on_wait=on_wait, cancel=cancel)
+        back = restore.restore(ctx, self._ledger(), task, self.actor, as_name=as_name)
+        return Outcome(back, ctx.repo)
+
+    def task(self, where: RepoRef, task: str, *, facts: bool = True) -> TaskView:
+        """One task (the live one of that name, else by id or id prefix, else the latest
+        retired one); with `facts`, what its worktree holds and its lane does now."""
+        ctx = self._open(where)
+        found = self._find(ctx, task)
+        if not facts:
+            return TaskView(found, ctx.repo)
+        return self._views(ctx, [found])[0]
+
+    def tasks(
+        self, where: RepoRef | None, *, include_retired: bool = False, facts: bool = True
+    ) -> list[TaskView]:
+        """Tasks of one repo, or of every registered repo when `where` is None; with `facts`,
+        each live one's git state, lane and verification (one `git status` per worktree)."""
+        ledger = self._ledger()
+        contexts: list[tuple[Repo, RepoContext | None]]
+        if where is not None:
+            ctx = self._open(where)
+            contexts = [(ctx.repo, ctx)]
+        else:
+            contexts = [(repo, self._try_open(repo)) for repo in ledger.repos()]
+        views: list[TaskView] = []
+        for repo, context in contexts:
+            tasks = ledger.tasks(repo.id, include_retired=include_retired)
+            if facts and context is not None:
+                views += self._views(context, tasks)
+            else:
+                views += [TaskView(task, repo) for task in tasks]
+        return views
+
+    def _try_open(self, repo: Repo) -> RepoContext | None:
+        try:
+            return self._open(repo.id)
+        except LaneboardError:
+            return None
+
+    def _views(self, ctx: RepoContext, tasks: list[Task]) -> list[TaskView]:
+        from laneboard.core.operations.gitstate import git_states
+
+        states = git_states(ctx, tasks)
+        lanes = {view.task_id: view for view in self._lane_views(ctx.repo, self._active())}
         return [
-            TaskView(task, repo)
-            for repo in repos
-            for task in self.ledger.tasks(repo.id, include_retired=include_retired)
+            TaskView(
+                task,
+                ctx.repo,
+                git=states.get(task.id),
+                lane=lanes.get(task.id) if task.live else None,
+                verdict=ctx.verify(task) if task.live else None,
+            )
+            for task in tasks
         ]
 
-    def log(self, ctx: RepoContext, name: str) -> tuple[Task, list[Event]]:
+    def log(self, where: RepoRef, task: str) -> tuple[Task, list[Event]]:
         """The task and its whole journal, oldest first."""
-        task = self.task(ctx, name)
-        return task, self.ledger.events(task.id)
+        ctx = self._open(where)
+        found = self._find(ctx, task)
+        return found, self._ledger().events(found.id)
 
-    def verify(self, ctx: RepoContext, name: str, *, repin: bool = False) -> tuple[Task, Verdict]:
+    def verify(self, where: RepoRef, task: str, *, repin: bool = False) -> tuple[Task, Verdict]:
         """Verify the task's worktree against its pinned identity (filesystem reads only).
 
         `repin` takes a new device number after a remount: allowed only when every other check
         passes and both inodes are still the pinned ones, so it can never adopt another
         directory; it is journalled with the old and new identity."""
-        task = self.task(ctx, name)
-        verdict = ctx.verify(task)
+        ctx = self._open(where)
+        found = self._find(ctx, task)
+        verdict = ctx.verify(found)
         if not repin or verdict.ok:
-            return task, verdict
-        if verdict.reason is not Reason.IDENTITY_CHANGED or task.identity is None:
-            raise LaneboardError(f"{task.name}: --repin only follows a device change: {verdict}")
+            return found, verdict
+        if verdict.reason is not Reason.IDENTITY_CHANGED or found.identity is None:
+            raise LaneboardError(f"{found.name}: --repin only follows a device change: {verdict}")
         seen = verify_worktree(
-            Path(task.worktree_path),
-            area=Path(task.area),
+            Path(found.worktree_path),
+            area=Path(found.area),
             common_dir=ctx.common_dir,
-            admin_name=task.admin_name,
+            admin_name=found.admin_name,
             identity=None,
         )
-        old = task.identity
-        new = seen.identity
+        old, new = found.identity, seen.identity
         if (
             not seen.ok
             or new is None
-            or (new.dir_ino, new.gitfile_ino)
-            != (
-                old.dir_ino,
-                old.gitfile_ino,
-            )
+            or (new.dir_ino, new.gitfile_ino) != (old.dir_ino, old.gitfile_ino)
         ):
             raise LaneboardError(
-                f"{task.name}: refusing to repin: {task.worktree_path} is not the directory "
+                f"{found.name}: refusing to repin: {found.worktree_path} is not the directory "
                 "laneboard created (its inodes differ), only a device number may change"
             )
-        task = self.ledger.update_task(
-            task.id,
+        repinned = self._ledger().update_task(
+            found.id,
             actor=self.actor,
             kind="worktree.repinned",
             data={"old": old.as_dict(), "new": new.as_dict()},
             identity=new,
         )
-        return task, ctx.verify(task)
+        return repinned, ctx.verify(repinned)
 
-    # --- lanes ---------------------------------------------------------------------------
+    def shims(self, where: RepoRef, task: str) -> ShimDir:
+        """Where the task's lane command shims go and which commands they wrap (config
+        `lanes.wrap`); the runtime (or `laneboard shims`) writes them there."""
+        ctx = self._open(where)
+        found = self._live(ctx, task)
+        path = state_dir() / "shims" / found.id / "bin"
+        return ShimDir(found, str(path), tuple(ctx.settings.lanes.wrap))
 
-    def lanes(self, ctx: RepoContext | None) -> LanesReport:
+    # --- lanes ------------------------------------------------------------------------------
+
+    def _store(self) -> LeaseStore:
+        return LeaseStore(self._ledger().database, load_settings(None).lanes.slots)
+
+    def _active(self) -> list[Lease]:
+        return self._store().active()
+
+    def _lane_views(self, repo: Repo, active: list[Lease]) -> list[LaneView]:
+        mine = [lease for lease in active if lease.repo_id == repo.id]
+        lanes: list[tuple[str | None, str]] = [(None, "root")]
+        lanes += [(t.id, t.name) for t in self._ledger().tasks(repo.id, include_retired=False)]
+        return [
+            LaneView(
+                label=label,
+                task_id=lane,
+                running=tuple(x for x in mine if x.lane == lane and x.state is LeaseState.RUNNING),
+                waiting=tuple(x for x in mine if x.lane == lane and x.state is LeaseState.WAITING),
+            )
+            for lane, label in lanes
+        ]
+
+    def lanes(self, where: RepoRef | None) -> LanesView:
         """The root lane and each live task's worktree lane, per repo (one, or all), with their
-        running and waiting leases. Runs an admission pass first, so dead holders are reaped and
-        the wait reasons are current."""
-        settings = ctx.settings if ctx else load_settings(None)
-        store = LeaseStore(self.ledger.database, settings.lanes.slots)
-        store.run_pass()
+        running and waiting leases, as the last admission pass left them (read only)."""
+        store = self._store()
+        if where is not None:
+            ctx = self._open(where)
+            store.slots = ctx.settings.lanes.slots
+            repos = [ctx.repo]
+        else:
+            repos = self._ledger().repos()
         active = store.active()
-        repos = [ctx.repo] if ctx else self.ledger.repos()
-        report: list[tuple[Repo, list[LaneView]]] = []
-        for repo in repos:
-            mine = [lease for lease in active if lease.repo_id == repo.id]
-            lanes = [(None, "root")] + [
-                (t.id, t.name) for t in self.ledger.tasks(repo.id, include_retired=False)
-            ]
-            views = [
-                LaneView(
-                    label=label,
-                    task_id=lane,
-                    running=[x for x in mine if x.lane == lane and x.state is LeaseState.RUNNING],
-                    waiting=[x for x in mine if x.lane == lane and x.state is LeaseState.WAITING],
-                )
-                for lane, label in lanes
-            ]
-            report.append((repo, views))
+        views = tuple((repo, tuple(self._lane_views(repo, active))) for repo in repos)
         used = sum(1 for lease in active if lease.state is LeaseState.RUNNING)
-        return LanesReport(slots=store.slots, used=used, repos=report)
+        return LanesView(slots=store.slots, used=used, repos=views)
 
-    # --- reconciliation ------------------------------------------------------------------
+    # --- the board's read model and change feed --------------------------------------------
 
-    def doctor(
-        self, ctx: RepoContext | None, *, fix: bool
-    ) -> list[tuple[Repo, list[doctor_mod.Finding]]]:
+    def snapshot(self) -> BoardSnapshot:
+        """Every repository, its lanes and its live tasks with their git state, as plain values,
+        read without writing anything. `cursor` is where `changes` continues from."""
+        ledger = self._ledger()
+        cursor = ledger.last_seq()
+        store = self._store()
+        active = store.active()
+        boards: list[RepoBoard] = []
+        for repo in ledger.repos():
+            try:
+                ctx = self._open(repo.id)
+            except LaneboardError as err:
+                tasks = tuple(
+                    TaskView(t, repo) for t in ledger.tasks(repo.id, include_retired=False)
+                )
+                boards.append(RepoBoard(repo, (), tasks, problem=str(err)))
+                continue
+            live = ledger.tasks(repo.id, include_retired=False)
+            lanes = tuple(self._lane_views(ctx.repo, active))
+            boards.append(RepoBoard(ctx.repo, lanes, tuple(self._views(ctx, live))))
+        used = sum(1 for lease in active if lease.state is LeaseState.RUNNING)
+        return BoardSnapshot(
+            at=time.time(), slots=store.slots, used=used, repos=tuple(boards), cursor=cursor
+        )
+
+    def changes(self, cursor: int, *, limit: int = 1000) -> Changes:
+        """What the journal recorded after `cursor` (task events and lease transitions), oldest
+        first, at most `limit`; the returned cursor continues from there."""
+        events = self._ledger().events(since=cursor, limit=limit)
+        return Changes(tuple(events), events[-1].seq if events else cursor)
+
+    def data_version(self) -> int:
+        """Changes whenever another connection commits: poll it, then call `changes` only when
+        it moved."""
+        return self._ledger().database.data_version()
+
+    # --- reconciliation ---------------------------------------------------------------------
+
+    def doctor(self, where: RepoRef | None, *, fix: bool) -> list[tuple[Repo, list[Finding]]]:
         """Findings per repo (the given one, or every registered repo)."""
-        from laneboard.core.operations import doctor as doctor_mod
+        from laneboard.core.operations import doctor
 
-        contexts: list[tuple[Repo, RepoContext | None, doctor_mod.Finding | None]] = []
-        if ctx is not None:
+        ledger = self._ledger()
+        contexts: list[tuple[Repo, RepoContext | None, Finding | None]] = []
+        if where is not None:
+            ctx = self._open(where)
             contexts.append((ctx.repo, ctx, None))
         else:
-            for repo in self.ledger.repos():
+            for repo in ledger.repos():
                 try:
-                    contexts.append((repo, self.repo(Path(repo.root)), None))
+                    contexts.append((repo, self._open(Path(repo.root)), None))
                 except ConfigError as err:
-                    contexts.append((repo, None, doctor_mod.Finding("config-invalid", str(err))))
+                    contexts.append((repo, None, Finding("config-invalid", str(err))))
                 except LaneboardError:
                     contexts.append((repo, None, None))
-        report: list[tuple[Repo, list[doctor_mod.Finding]]] = []
+        report: list[tuple[Repo, list[Finding]]] = []
         for repo, context, problem in contexts:
             if problem is not None:
                 report.append((repo, [problem]))
                 continue
             if context is None or context.repo.id != repo.id:
-                missing = doctor_mod.Finding(
+                missing = Finding(
                     "repo-missing", f"{repo.root} is no longer this repository's checkout"
                 )
                 report.append((repo, [missing]))
                 continue
             try:
-                found = doctor_mod.diagnose(context, self.ledger, fix=fix, runtime=self.runtime)
+                found = doctor.diagnose(context, ledger, fix=fix, runtime=self.runtime)
             except LaneboardError as err:  # one unreadable repo must not hide the others
-                found = [doctor_mod.Finding("check-failed", f"could not check it: {err}")]
+                found = [Finding("check-failed", f"could not check it: {err}")]
             report.append((repo, found))
         return report

@@ -34,12 +34,12 @@ def test_crash_then_doctor_fix_leaves_nothing_orphaned(point: str, repo: Path, c
 
     report = cli("doctor", "--json")
     assert report.code == 1
-    kinds = {(f["kind"], f["task"]) for f in json.loads(report.out)}
+    kinds = {(f["kind"], f["task"]) for f in json.loads(report.out)["findings"]}
     assert ("interrupted-provisioning", "boom") in kinds
     assert ("unregistered-dir", None) in kinds  # the bystander is reported, never touched
 
     fixed = cli("doctor", "--fix", "--json")
-    outcome = {f["task"]: f["fixed"] for f in json.loads(fixed.out) if f["task"]}
+    outcome = {f["task"]: f["fixed"] for f in json.loads(fixed.out)["findings"] if f["task"]}
     task = json.loads(cli("show", "boom", "--json").out)
     if point in ("provision.after_intent", "provision.after_branch"):
         assert outcome == {"boom": "marked failed"}
@@ -55,7 +55,7 @@ def test_crash_then_doctor_fix_leaves_nothing_orphaned(point: str, repo: Path, c
     assert (bystander / "keep.txt").read_text() == "not laneboard's\n"
     assert git(repo, "rev-parse", "someone-elses") == git(repo, "rev-parse", "main")
     # After the fix only the bystander remains to report.
-    after = json.loads(cli("doctor", "--json").out)
+    after = json.loads(cli("doctor", "--json").out)["findings"]
     assert [f["kind"] for f in after] == ["unregistered-dir"]
 
 
@@ -88,7 +88,7 @@ def test_doctor_does_not_touch_a_provisioning_that_is_still_running(repo: Path, 
         Actor.CLI,
         {},
     )
-    fixed = json.loads(cli("doctor", "--fix", "--json").out)
+    fixed = json.loads(cli("doctor", "--fix", "--json").out)["findings"]
     assert [(f["kind"], f["fixed"]) for f in fixed] == [("provisioning-in-progress", None)]
     assert json.loads(cli("show", "busy", "--json").out)["state"] == "provisioning"
 
@@ -97,7 +97,7 @@ def test_unowned_worktree_in_the_area_is_reported_and_never_deleted(repo: Path, 
     assert cli("init").code == 0
     git(repo, "worktree", "add", "-q", "-b", "hand-made", str(repo / ".worktrees" / "hand"))
     (repo / ".worktrees" / "hand" / "work.txt").write_text("mine\n")
-    found = json.loads(cli("doctor", "--fix", "--json").out)
+    found = json.loads(cli("doctor", "--fix", "--json").out)["findings"]
     assert [(f["kind"], f["fixed"]) for f in found] == [("unowned-worktree", None)]
     assert (repo / ".worktrees" / "hand" / "work.txt").read_text() == "mine\n"
     assert "hand-made" in git(repo, "branch")
@@ -107,7 +107,7 @@ def test_missing_worktree_and_branch_are_reported(repo: Path, cli) -> None:
     assert cli("new", "gone", "--no-start").code == 0
     git(repo, "worktree", "remove", str(repo / ".worktrees" / "gone"))
     git(repo, "branch", "-D", "lb/gone")
-    kinds = sorted(f["kind"] for f in json.loads(cli("doctor", "--json").out))
+    kinds = sorted(f["kind"] for f in json.loads(cli("doctor", "--json").out)["findings"])
     assert kinds == ["missing-branch", "missing-worktree"]
 
 
@@ -141,7 +141,7 @@ def _interrupt_inside_worktree_add(repo: Path, cli) -> str:
 
 def test_worktree_from_an_interrupted_add_is_finished_when_pristine(repo: Path, cli) -> None:
     _interrupt_inside_worktree_add(repo, cli)
-    fixed = json.loads(cli("doctor", "--fix", "--json").out)
+    fixed = json.loads(cli("doctor", "--fix", "--json").out)["findings"]
     assert [(f["kind"], f["fixed"]) for f in fixed] == [("interrupted-provisioning", "finished")]
     assert json.loads(cli("show", "w", "--json").out)["state"] == "provisioned"
     assert cli("verify", "w").code == 0
@@ -152,7 +152,7 @@ def test_incomplete_worktree_from_an_interrupted_add_is_not_adopted(repo: Path, 
     finished one and marked it provisioned."""
     _interrupt_inside_worktree_add(repo, cli)
     (repo / ".worktrees" / "w" / "README.md").unlink()  # the checkout never wrote it
-    fixed = json.loads(cli("doctor", "--fix", "--json").out)
+    fixed = json.loads(cli("doctor", "--fix", "--json").out)["findings"]
     assert [f["kind"] for f in fixed] == ["interrupted-provisioning"]
     task = json.loads(cli("show", "w", "--json").out)
     assert task["state"] == "failed"
@@ -173,7 +173,7 @@ def test_copied_ignored_file_does_not_block_the_undo(repo: Path, cli) -> None:
     before = _state(repo)
     crashed = cli("new", "e", "--no-start", env={"LANEBOARD_FAULT": "provision.after_copy"})
     assert crashed.code == -9
-    fixed = json.loads(cli("doctor", "--fix", "--json").out)
+    fixed = json.loads(cli("doctor", "--fix", "--json").out)["findings"]
     outcome = [f["fixed"] for f in fixed if f["task"] == "e"]
     assert outcome and outcome[0].startswith("not fixed: provisioning e failed: setup")
     assert _state(repo) == before

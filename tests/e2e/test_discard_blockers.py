@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from laneboard.core.domain.cleanup import SAVED_MARK
 from tests.conftest import CliResult, git, make_repo, run_cli
 from tests.procs import AGENT, exec_agent
 
@@ -100,16 +101,25 @@ def assert_unchanged(before: State, after: State) -> None:
 
 
 def refused_lines(result: CliResult, hint: str) -> list[str]:
-    """The blocker lines of a refusal, after checking the exit code and the header (whose count
-    must match the lines listed)."""
+    """The blocker lines of a refusal (without the mark on those `--force` would save), after
+    checking the exit code and the header: its count must match the lines listed, and a refusal
+    that mixes both kinds says how many `--force` cannot override and marks the others."""
     assert result.code == 1, (result.out, result.err)
     header, *details = result.err.splitlines()
     count = len(details)
+    marked = [line for line in details if line.endswith(SAVED_MARK)]
+    if hint == HARD_HINT and marked:
+        hard = count - len(marked)
+        hint = f"; --force cannot override {hard} of these (it saves the ones marked)"
     assert header == (
         f"laneboard: refusing to discard {NAME}: {count} blocker{'s' if count != 1 else ''}{hint}"
     ), result.err
     assert details and all(line.startswith("  ") for line in details), result.err
-    return [line[2:] for line in details]
+    for line in details:  # exactly the blockers a snapshot lifts carry the mark
+        assert line.endswith(SAVED_MARK) == (bool(marked) and line[2:].startswith(SOFT_PREFIXES)), (
+            result.err
+        )
+    return [line[2:].removesuffix(SAVED_MARK) for line in details]
 
 
 def discard(repo: Path, *args: str) -> CliResult:
@@ -516,7 +526,9 @@ def test_discard_and_doctor_never_touch_what_others_planted_in_the_area(
     assert {str(p): listing(p) for p in (planted, foreign, other)} == theirs
 
     report = cli("doctor", "--fix", "--json")
-    found = sorted((f["kind"], f["detail"].split()[0], f["fixed"]) for f in json.loads(report.out))
+    found = sorted(
+        (f["kind"], f["detail"].split()[0], f["fixed"]) for f in json.loads(report.out)["findings"]
+    )
     assert found == [
         ("unregistered-dir", str(foreign), None),
         ("unregistered-dir", str(planted), None),

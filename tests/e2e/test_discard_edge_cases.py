@@ -125,7 +125,7 @@ def test_doctor_does_not_apply_a_snapshot_over_work_done_after_a_crashed_restore
     assert crashed.code == -9
     (worktree / "README.md").write_text("USER\n")
     (worktree / "notes.txt").write_text("mine\n")
-    fixed = json.loads(cli("doctor", "--fix", "--json").out)
+    fixed = json.loads(cli("doctor", "--fix", "--json").out)["findings"]
     assert fixed[0]["kind"] == "interrupted-provisioning"
     assert (worktree / "README.md").read_text() == "USER\n"
     assert (worktree / "notes.txt").read_text() == "mine\n"
@@ -138,7 +138,7 @@ def test_doctor_finishes_a_discard_only_on_its_own_terms(repo: Path, cli) -> Non
     crashed = cli("discard", "t", env={"LANEBOARD_FAULT": "discard.after_intent"})
     assert crashed.code == -9
     (worktree / "todo.txt").write_text("new work\n")
-    fixed = json.loads(cli("doctor", "--fix", "--json").out)
+    fixed = json.loads(cli("doctor", "--fix", "--json").out)["findings"]
     assert fixed[0]["fixed"].startswith("not fixed: refusing to discard t")
     assert json.loads(cli("show", "t", "--json").out)["state"] == "retained"
     assert (worktree / "todo.txt").read_text() == "new work\n"

@@ -176,7 +176,7 @@ def test_doctor_finishes_a_removal_git_left_half_done_and_saves_what_was_left(
     (quarantine / "appeared.txt").write_text("written while git removed the tree\n")
     (quarantine / "kept.txt").unlink()
 
-    report = json.loads(cli("doctor", "--fix", "--json").out)
+    report = json.loads(cli("doctor", "--fix", "--json").out)["findings"]
     assert [(f["kind"], f["fixed"]) for f in report] == [("interrupted-discard", "finished")]
     assert not quarantine.exists()
     assert _show(cli)["state"] == "discarded"
@@ -185,7 +185,7 @@ def test_doctor_finishes_a_removal_git_left_half_done_and_saves_what_was_left(
         "README.md": b"hello\n",
         "appeared.txt": b"written while git removed the tree\n",
     }
-    assert json.loads(cli("doctor", "--json").out) == []
+    assert json.loads(cli("doctor", "--json").out)["findings"] == []
 
 
 @pytest.mark.parametrize("how", ["rm -rf", "git worktree remove", "git worktree prune"])
@@ -211,7 +211,7 @@ def test_a_worktree_deleted_by_hand_can_be_discarded(
         git(repo, "worktree", "prune", "--expire=now")
         assert cli("new", "bystander2", "--no-start").code == 0  # registrations are fine again
         shutil.rmtree(repo / ".worktrees" / "bystander2")
-    doctor = json.loads(cli("doctor", "--json").out)
+    doctor = json.loads(cli("doctor", "--json").out)["findings"]
     missing = [f for f in doctor if f["kind"] == "missing-worktree" and f["task"] == NAME]
     assert missing and "laneboard discard t" in missing[0]["detail"]
 

@@ -363,7 +363,7 @@ def test_new_inside_a_worktree_lease_is_refused_before_anything_is_written(
     assert result.code == 1
     assert "would wait for itself" in result.err
     assert "c" not in [
-        t["name"] for t in __import__("json").loads(cli("ls", "--json", "--all").out)
+        t["name"] for t in __import__("json").loads(cli("ls", "--json", "--all").out)["tasks"]
     ]
 
 

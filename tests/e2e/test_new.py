@@ -73,7 +73,7 @@ def test_pre_existing_branch_is_refused_and_untouched(repo: Path, cli) -> None:
     )
     assert (_refs(repo), _worktrees(repo)) == before
     assert not (repo / ".worktrees" / "taken").exists()
-    assert json.loads(cli("ls", "--json", "--all").out) == []
+    assert json.loads(cli("ls", "--json", "--all").out)["tasks"] == []
 
 
 def test_pre_existing_directory_is_refused_and_untouched(repo: Path, cli) -> None:
@@ -109,7 +109,7 @@ def test_unknown_base_is_refused_before_anything_is_written(repo: Path, cli) -> 
     result = cli("new", "x", "--no-start", "--base", "no-such-ref")
     assert result.code == 1
     assert "'no-such-ref' does not name a commit" in result.err
-    assert json.loads(cli("ls", "--json", "--all").out) == []
+    assert json.loads(cli("ls", "--json", "--all").out)["tasks"] == []
 
 
 def test_two_processes_creating_the_same_name_give_one_task(repo: Path) -> None:
@@ -134,7 +134,7 @@ def test_two_processes_creating_the_same_name_give_one_task(repo: Path) -> None:
             text=True,
             check=True,
         ).stdout
-    )
+    )["tasks"]
     assert [t["name"] for t in tasks] == ["race"]
     assert tasks[0]["state"] == "provisioned"
 
@@ -163,7 +163,7 @@ def test_many_processes_share_the_ledger(repo: Path) -> None:
             text=True,
             check=True,
         ).stdout
-    )
+    )["tasks"]
     assert sorted(t["name"] for t in tasks) == names
     assert all(t["state"] == "provisioned" for t in tasks)
 
@@ -173,7 +173,7 @@ def test_repo_is_found_from_a_worktree_and_from_repo_option(
 ) -> None:
     assert cli("new", "a", "--no-start").code == 0
     inside = repo / ".worktrees" / "a"
-    listed = json.loads(cli("ls", "--json", cwd=inside).out)
+    listed = json.loads(cli("ls", "--json", cwd=inside).out)["tasks"]
     assert [t["name"] for t in listed] == ["a"]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -243,7 +243,7 @@ def test_failed_setup_rolls_back_exactly_what_the_task_created(repo: Path, cli) 
     # The name is free again; the failed record stays.
     (repo / ".laneboard.toml").unlink()
     assert cli("new", "bad", "--no-start").code == 0
-    assert len(json.loads(cli("ls", "--json", "--all").out)) == 2
+    assert len(json.loads(cli("ls", "--json", "--all").out)["tasks"]) == 2
 
 
 def test_bad_config_is_reported_with_file_and_field(repo: Path, cli) -> None:
@@ -258,7 +258,7 @@ def test_ls_in_an_unregistered_repo_says_so_and_succeeds(repo: Path, cli) -> Non
     result = cli("ls")
     assert result.code == 0
     assert result.out.startswith(f"no tasks: {repo} is not registered with laneboard")
-    assert json.loads(cli("ls", "--json").out) == []
+    assert json.loads(cli("ls", "--json").out)["tasks"] == []
 
 
 def test_failed_worktree_add_leaves_no_branch_or_worktree(repo: Path, cli) -> None:

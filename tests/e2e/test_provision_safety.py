@@ -129,4 +129,4 @@ def test_ctrl_c_during_worktree_add_rolls_back(repo: Path, cli, tmp_path: Path) 
     assert git(repo, "for-each-ref", "--format=%(refname) %(objectname)") == before
     assert not (repo / ".worktrees" / "i").exists()
     assert not (repo / ".git" / "worktrees" / "i").exists()
-    assert json.loads(cli("doctor", "--json").out) == []
+    assert json.loads(cli("doctor", "--json").out)["findings"] == []

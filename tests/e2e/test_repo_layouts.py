@@ -55,7 +55,7 @@ def test_a_root_whose_git_is_a_gitfile_or_a_symlink_is_its_own_root(
     assert task["repo"] == str(root)
     assert task["worktree_path"] == str(root / ".worktrees" / "t")
     assert cli("verify", "t").code == 0
-    assert json.loads(cli("doctor", "--json").out) == []
+    assert json.loads(cli("doctor", "--json").out)["findings"] == []
     here = cli("exec", "--root", "--", "pwd")
     assert here.out.strip() == str(root)
     # From inside the worktree, the same repository and the same root.
@@ -77,7 +77,7 @@ def test_a_bare_repository_is_refused_with_the_reason(tmp_path: Path) -> None:
             f"laneboard: {bare} is a bare repository: laneboard needs its main checkout, which "
             "it leaves to you and integrates into; clone it without --bare to use laneboard"
         ]
-    assert json.loads(run_cli("ls", "--json", cwd=tmp_path).out) == []
+    assert json.loads(run_cli("ls", "--json", cwd=tmp_path).out)["tasks"] == []
 
 
 def test_a_moved_repository_keeps_its_tasks_and_repairs_its_worktrees(
@@ -184,8 +184,20 @@ def test_a_repository_at_a_path_that_is_not_utf8_works(tmp_path: Path) -> None:
         )
         assert result.returncode == 0, (args, result.stderr)
         assert b"internal error" not in result.stderr
-        if args == ("ls",):
-            assert raw + b"/.worktrees/t" in result.stdout  # the path's own bytes, printed as is
+        if args == ("show", "t", "--json"):
+            # JSON escapes what is not UTF-8 (as a lone surrogate); text output prints the bytes.
+            assert (
+                json.loads(result.stdout)["worktree_path"].encode("utf-8", "surrogateescape")
+                == raw + b"/.worktrees/t"
+            )
+    shown = subprocess.run(
+        [sys.executable, "-P", "-m", "laneboard", "show", "t"],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        check=True,
+    )
+    assert raw + b"/.worktrees/t" in shown.stdout  # the path's own bytes, printed as they are
 
 
 def test_doctor_names_a_broken_repo_file_instead_of_calling_the_repo_missing(
@@ -193,6 +205,6 @@ def test_doctor_names_a_broken_repo_file_instead_of_calling_the_repo_missing(
 ) -> None:
     assert cli("new", "a", "--no-start").code == 0
     (repo / ".laneboard.toml").write_text("this is [not toml\n")
-    report = json.loads(run_cli("doctor", "--json", cwd=tmp_path).out)
+    report = json.loads(run_cli("doctor", "--json", cwd=tmp_path).out)["findings"]
     assert [f["kind"] for f in report] == ["config-invalid"]
     assert str(repo / ".laneboard.toml") in report[0]["detail"]

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from laneboard.core.adapters.verify import MAX_GITFILE_BYTES, Reason, Verdict, verify_worktree
+from laneboard.core.adapters.verify import MAX_GITFILE_BYTES, verify_worktree
 from laneboard.core.domain.identity import Identity
+from laneboard.core.domain.verdict import Reason, Verdict
 from tests.conftest import git, make_repo
 
 

@@ -1,0 +1,166 @@
+"""The read model: what the service returns to the command line and the board, as plain values.
+
+Pure values, made by `core.service` from the ledger, git and the lanes; none of them holds a
+connection, a handle or a lock, so a worker thread can hand one to the UI thread as it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from laneboard.core.domain.lanes import Lease
+from laneboard.core.domain.models import Event, Relocation, Repo, Task
+from laneboard.core.domain.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class Commit:
+    """A commit as ls, show and the board name it."""
+
+    sha: str
+    subject: str
+    at: float
+    """Committer time, seconds since the epoch."""
+
+
+@dataclass(frozen=True)
+class GitState:
+    """What a task's worktree and branch hold right now (one `git status` of the worktree; its
+    branch against its target from the object store)."""
+
+    present: bool
+    """The worktree is there and verifies (the counts below are read only then)."""
+    head: str | None = None
+    detached: bool = False
+    staged: int = 0
+    modified: int = 0
+    """Unstaged changes to tracked files (deletions included)."""
+    untracked: int = 0
+    conflicted: int = 0
+    ahead: int | None = None
+    """Commits on the task's branch (or detached HEAD) that its target does not have; None
+    without a target."""
+    behind: int | None = None
+    last_commit: Commit | None = None
+    problem: str | None = None
+    """Why nothing could be read (the worktree is gone, or fails verification)."""
+
+    @property
+    def clean(self) -> bool:
+        return self.present and not (
+            self.staged or self.modified or self.untracked or self.conflicted
+        )
+
+
+@dataclass(frozen=True)
+class LaneView:
+    """One lane of a repo as the board shows it: what runs there and what waits for it."""
+
+    label: str
+    """`root`, or the task's name."""
+    task_id: str | None
+    running: tuple[Lease, ...] = ()
+    waiting: tuple[Lease, ...] = ()
+
+
+@dataclass(frozen=True)
+class LanesView:
+    """Every lane of the repos asked for, with the machine-wide slot count and use."""
+
+    slots: int
+    used: int
+    repos: tuple[tuple[Repo, tuple[LaneView, ...]], ...]
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """A task with the repo it belongs to and, when asked for, what it holds and does now."""
+
+    task: Task
+    repo: Repo
+    git: GitState | None = None
+    lane: LaneView | None = None
+    verdict: Verdict | None = None
+
+
+@dataclass(frozen=True)
+class RepoBoard:
+    """One repository on the board: its lanes and its live tasks."""
+
+    repo: Repo
+    lanes: tuple[LaneView, ...]
+    tasks: tuple[TaskView, ...]
+    problem: str | None = None
+    """Why the repository could not be read (moved away, a broken config); tasks are then
+    shown from the ledger alone."""
+
+
+@dataclass(frozen=True)
+class BoardSnapshot:
+    """Everything the board shows, read at one moment without writing anything."""
+
+    at: float
+    slots: int
+    used: int
+    repos: tuple[RepoBoard, ...]
+    cursor: int
+    """The journal position this snapshot reflects; `changes(cursor)` continues from it."""
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What the journal recorded after a cursor: task events and lease transitions, in order."""
+
+    events: tuple[Event, ...]
+    cursor: int
+
+
+@dataclass(frozen=True)
+class Registration:
+    """The outcome of registering a repository."""
+
+    repo: Repo
+    registered: bool
+    """False when it was registered already."""
+    relocation: Relocation | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A command that changed a task (or found nothing to change, `changed` False)."""
+
+    task: Task
+    repo: Repo
+    changed: bool = True
+    snapshot: str | None = None
+    """The snapshot ref a discard saved the task in."""
+    notes: tuple[str, ...] = field(default=())
+    """What else the operator should hear (a repository found moved, what was kept)."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One disagreement between the ledger and the world (`laneboard doctor`).
+
+    `kind` is a stable identifier (documented in docs/cli.md); `fixed` says what `--fix` did, or
+    starts with `not fixed:` and says why it could not.
+    """
+
+    kind: str
+    detail: str
+    task: str | None = None
+    task_id: str | None = None
+    fixed: str | None = None
+
+    @property
+    def resolved(self) -> bool:
+        return self.fixed is not None and not self.fixed.startswith("not fixed")
+
+
+@dataclass(frozen=True)
+class ShimDir:
+    """A task's bin directory of lane command shims."""
+
+    task: Task
+    path: str
+    commands: tuple[str, ...]

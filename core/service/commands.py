@@ -1,0 +1,159 @@
+"""Every operator command, declared once: its name, arguments, help, and the board's key and
+palette entry. The command line's argparse is built from this list (`laneboard.tui.cli`), and
+the board's bindings and command palette will be too, so the three never drift apart.
+
+Pure data: importing this module costs nothing (it is on the path of every `laneboard` start).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+ArgKind = Literal["positional", "optional-positional", "flag", "option", "rest"]
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argument: a positional (`name`), an optional positional, a flag (`--force`), an
+    option with a value (`--base REF`), or the rest of the line (`-- CMD ...`)."""
+
+    name: str
+    help: str
+    kind: ArgKind = "positional"
+    metavar: str | None = None
+    dest: str | None = None
+    number: bool = False
+    """The option's value is a number of seconds (a float)."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command as the CLI and the board know it."""
+
+    name: str
+    help: str
+    args: tuple[Arg, ...] = ()
+    json: bool = True
+    """It prints a JSON document with `--json` (docs/cli.md)."""
+    one_of: tuple[str, ...] = ()
+    """Options of which exactly one must be given (`--lane` or `--root`)."""
+    key: str | None = None
+    """The board's key for it, when it acts on the selected task."""
+    palette: str | None = None
+    """Its entry in the board's command palette."""
+
+    @property
+    def binding(self) -> str:
+        """The id a user's key map names it by (config `keys`)."""
+        return f"laneboard.{self.name}"
+
+
+TASK = Arg("name", "the task's name, its id, or a unique prefix of its id")
+
+COMMANDS: tuple[Command, ...] = (
+    Command(
+        "init",
+        "register a repository",
+        (Arg("path", "a path inside the repository (default: cwd)", "optional-positional"),),
+    ),
+    Command(
+        "new",
+        "create a task: branch, worktree (and, later, its agent)",
+        (
+            Arg("name", "the new task's name"),
+            Arg("--base", "commit to start from (default: HEAD here)", "option", "REF"),
+            Arg("--no-start", "provision only; start no agent", "flag"),
+        ),
+        key="n",
+        palette="New task",
+    ),
+    Command(
+        "ls",
+        "list tasks: state, what their worktree holds, their lane",
+        (Arg("--all", "include retired tasks", "flag"),),
+    ),
+    Command(
+        "show",
+        "show one task: what it did, its lane, its health",
+        (TASK, Arg("--verbose", "also the ledger's ownership facts (inodes, admin dir)", "flag")),
+        key="enter",
+        palette="Show task",
+    ),
+    Command("log", "show a task's whole journal", (TASK,), key="l", palette="Task journal"),
+    Command(
+        "verify",
+        "verify a task's worktree (exit 1 when rejected)",
+        (
+            TASK,
+            Arg(
+                "--repin",
+                "after a remount changed the device number: take the new one, if nothing "
+                "else changed",
+                "flag",
+            ),
+        ),
+        key="v",
+        palette="Verify worktree",
+    ),
+    Command(
+        "doctor",
+        "reconcile the ledger with git; report, fix what is exact",
+        (Arg("--fix", "finish or undo interrupted changes", "flag"),),
+        palette="Doctor",
+    ),
+    Command(
+        "retain",
+        "stop the agent; keep worktree and branch",
+        (TASK,),
+        key="r",
+        palette="Retain task",
+    ),
+    Command(
+        "discard",
+        "snapshot and remove a task's worktree and branch",
+        (
+            TASK,
+            Arg(
+                "--force",
+                "save uncommitted, untracked and unique work in a snapshot and remove anyway "
+                "(other blockers still refuse)",
+                "flag",
+            ),
+        ),
+        key="d",
+        palette="Discard task",
+    ),
+    Command(
+        "restore",
+        "bring a task back from its newest snapshot",
+        (
+            TASK,
+            Arg("--as", "restore under another name", "option", "NAME", dest="as_name"),
+        ),
+        palette="Restore task",
+    ),
+    Command(
+        "exec",
+        "run a command in a lane, waiting for admission",
+        (
+            Arg("--lane", "the task whose worktree lane to use", "option", "NAME"),
+            Arg("--root", "the repository's root lane", "flag"),
+            Arg("--timeout", "give up waiting (exit 75)", "option", "SECONDS", number=True),
+            Arg("--quiet", "do not say what it waits for", "flag"),
+            Arg("argv", "-- CMD [ARG ...]", "rest"),
+        ),
+        json=False,
+        one_of=("--lane", "--root"),
+    ),
+    Command("lanes", "show every lane: running and waiting leases, slots", palette="Lanes"),
+    Command(
+        "shims",
+        "(re)write a task's lane shims (lanes.wrap); print the bin dir",
+        (TASK,),
+    ),
+)
+
+
+def command(name: str) -> Command:
+    return next(c for c in COMMANDS if c.name == name)
