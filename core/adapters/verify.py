@@ -57,6 +57,143 @@ def _resolve(raw: bytes, base: Path) -> Path:
     return Path(os.path.realpath(target if target.is_absolute() else base / target))
 
 
+class _Rejected(Exception):
+    """One step's rejection, carried up to `verify_worktree`, which returns it as the verdict."""
+
+    def __init__(self, reason: Reason, detail: str) -> None:
+        super().__init__(detail)
+        self.verdict = _reject(reason, detail)
+
+
+def _lstat(path: Path, what: str = "") -> os.stat_result:
+    try:
+        return path.lstat()
+    except FileNotFoundError:
+        raise _Rejected(Reason.MISSING, f"{what}{path} does not exist") from None
+    except OSError as err:
+        raise _Rejected(Reason.MISSING, f"{what}{path}: {err.strerror}") from None
+
+
+def _inside_area(literal: Path, area: Path) -> os.stat_result:
+    """Step 1: the path is strictly inside the area, the area is a real directory at its
+    place, and no component from the area down is a symlink. Returns the directory's lstat."""
+    top = Path(os.path.abspath(area))
+    try:
+        below = literal.relative_to(top)
+    except ValueError:
+        raise _Rejected(Reason.OUTSIDE_AREA, f"{literal} is not under the area {area}") from None
+    if not below.parts:
+        raise _Rejected(Reason.OUTSIDE_AREA, f"{literal} is the area itself, not inside it")
+    area_info = _lstat(top, "the worktree area ")
+    if stat.S_ISLNK(area_info.st_mode):
+        raise _Rejected(Reason.SYMLINKED, f"the worktree area {area} is a symbolic link")
+    if not stat.S_ISDIR(area_info.st_mode):
+        raise _Rejected(Reason.NOT_A_DIRECTORY, f"the worktree area {area} is not a directory")
+    current, info = top, area_info
+    for part in below.parts:
+        current = current / part
+        info = _lstat(current)
+        if stat.S_ISLNK(info.st_mode):
+            raise _Rejected(Reason.SYMLINKED, f"{current} is a symbolic link")
+    if not stat.S_ISDIR(info.st_mode):
+        raise _Rejected(Reason.NOT_A_DIRECTORY, f"{literal} is not a directory")
+    real, area_real = Path(os.path.realpath(literal)), Path(os.path.realpath(area))
+    if area_real not in real.parents:
+        raise _Rejected(Reason.OUTSIDE_AREA, f"{literal} resolves to {real}, outside {area_real}")
+    return info
+
+
+def _gitfile(literal: Path) -> tuple[os.stat_result, bytes]:
+    """Step 2: `.git` is a small regular file `gitdir: X`. Returns its lstat and X."""
+    gitfile = literal / ".git"
+    info = _lstat(gitfile)
+    if stat.S_ISLNK(info.st_mode):
+        raise _Rejected(Reason.SYMLINKED, f"{gitfile} is a symbolic link")
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise _Rejected(Reason.GITFILE_NOT_REGULAR, f"{gitfile} is {kind}")
+    if info.st_size > MAX_GITFILE_BYTES:
+        raise _Rejected(Reason.GITFILE_TOO_LARGE, f"{gitfile} is {info.st_size} bytes")
+    raw = _read_small(gitfile)
+    if raw is None:
+        raise _Rejected(Reason.GITFILE_NOT_REGULAR, f"{gitfile} cannot be read as a small file")
+    content = _clean(raw)
+    if content is None:
+        raise _Rejected(Reason.GITFILE_MALFORMED, f"{gitfile} contains a NUL byte")
+    if not content.startswith(GITFILE_PREFIX) or len(content) == len(GITFILE_PREFIX):
+        raise _Rejected(Reason.GITFILE_MALFORMED, f"{gitfile} does not hold 'gitdir: <path>'")
+    return info, content[len(GITFILE_PREFIX) :]
+
+
+def _admin_dir(literal: Path, target: bytes, common: Path, admin_name: str | None) -> Path:
+    """Step 3: X is this repo's admin dir for the recorded admin name, a real directory."""
+    gitfile = literal / ".git"
+    target_literal = Path(os.fsdecode(target))
+    if not target_literal.is_absolute():
+        target_literal = literal / target_literal
+    admin = _resolve(target, literal)
+    # Before the realpath comparison: a symlinked admin dir resolves out of `worktrees/` and would
+    # otherwise be reported as a gitdir mismatch instead of a symlink.
+    if os.path.islink(target_literal):
+        raise _Rejected(Reason.SYMLINKED, f"the admin dir {target_literal} is a symbolic link")
+    worktrees_dir = common / "worktrees"
+    if admin.parent != worktrees_dir:
+        raise _Rejected(
+            Reason.GITDIR_MISMATCH, f"{gitfile} points to {admin}, not into {worktrees_dir}"
+        )
+    if admin_name is not None and admin.name != admin_name:
+        raise _Rejected(
+            Reason.GITDIR_MISMATCH,
+            f"{gitfile} names admin dir {admin.name!r}, the ledger recorded {admin_name!r}",
+        )
+    try:
+        info = (worktrees_dir / admin.name).lstat()
+    except OSError:
+        raise _Rejected(Reason.GITDIR_MISMATCH, f"{admin} does not exist") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise _Rejected(Reason.SYMLINKED, f"the admin dir {admin} is reached through a symlink")
+    if not stat.S_ISDIR(info.st_mode):
+        raise _Rejected(Reason.GITDIR_MISMATCH, f"{admin} is not a directory")
+    return admin
+
+
+def _commondir(admin: Path, common: Path) -> None:
+    """Step 4: X/commondir leads back to the repo's common dir."""
+    raw = _clean(_read_small(admin / "commondir"))
+    if not raw:
+        raise _Rejected(Reason.COMMONDIR_MISMATCH, f"{admin}/commondir is missing or unreadable")
+    if _resolve(raw, admin) != common:
+        raise _Rejected(Reason.COMMONDIR_MISMATCH, f"{admin}/commondir does not lead to {common}")
+
+
+def _backlink(admin: Path, gitfile: Path) -> None:
+    """Step 5: X/gitdir points back at this very `.git` file."""
+    raw = _clean(_read_small(admin / "gitdir"))
+    if not raw:
+        raise _Rejected(Reason.BACKLINK_MISMATCH, f"{admin}/gitdir is missing or unreadable")
+    backlink = _resolve(raw, admin)
+    if backlink != Path(os.path.realpath(gitfile)):
+        raise _Rejected(Reason.BACKLINK_MISMATCH, f"{admin}/gitdir points to {backlink}")
+
+
+def _identity(
+    literal: Path, dir_info: os.stat_result, git_info: os.stat_result, pinned: Identity | None
+) -> Identity:
+    """Step 6: the same directory and `.git` file (device and inode) as laneboard pinned."""
+    observed = Identity(
+        dir_dev=dir_info.st_dev,
+        dir_ino=dir_info.st_ino,
+        gitfile_dev=git_info.st_dev,
+        gitfile_ino=git_info.st_ino,
+    )
+    if pinned is not None and observed != pinned:
+        raise _Rejected(
+            Reason.IDENTITY_CHANGED,
+            f"{literal} is not the directory laneboard created (moved, copied or replaced)",
+        )
+    return observed
+
+
 def verify_worktree(
     path: Path,
     *,
@@ -66,126 +203,19 @@ def verify_worktree(
     identity: Identity | None,
 ) -> Verdict:
     """Check the worktree at `path` against the repo's area and common dir and the ledger's
-    admin name and pinned identity (either may be None when not yet recorded)."""
-    area_real = Path(os.path.realpath(area))
-    common_real = Path(os.path.realpath(common_dir))
+    admin name and pinned identity (either may be None when not yet recorded): the steps of
+    DESIGN.md section 5, in order; the first that fails is the verdict."""
     literal = Path(os.path.abspath(path))
-
-    # 1. Inside the area, the area a real directory, and no symlink from the area down.
+    common = Path(os.path.realpath(common_dir))
     try:
-        below = literal.relative_to(Path(os.path.abspath(area)))
-    except ValueError:
-        return _reject(Reason.OUTSIDE_AREA, f"{literal} is not under the area {area}")
-    if not below.parts:
-        return _reject(Reason.OUTSIDE_AREA, f"{literal} is the area itself, not inside it")
-    try:
-        area_info = Path(os.path.abspath(area)).lstat()
-    except OSError as err:
-        return _reject(Reason.MISSING, f"the worktree area {area}: {err.strerror}")
-    if stat.S_ISLNK(area_info.st_mode):
-        return _reject(Reason.SYMLINKED, f"the worktree area {area} is a symbolic link")
-    if not stat.S_ISDIR(area_info.st_mode):
-        return _reject(Reason.NOT_A_DIRECTORY, f"the worktree area {area} is not a directory")
-    current = Path(os.path.abspath(area))
-    for part in below.parts:
-        current = current / part
-        try:
-            info = current.lstat()
-        except FileNotFoundError:
-            return _reject(Reason.MISSING, f"{current} does not exist")
-        except OSError as err:
-            return _reject(Reason.MISSING, f"{current}: {err.strerror}")
-        if stat.S_ISLNK(info.st_mode):
-            return _reject(Reason.SYMLINKED, f"{current} is a symbolic link")
-    if not stat.S_ISDIR(info.st_mode):
-        return _reject(Reason.NOT_A_DIRECTORY, f"{literal} is not a directory")
-    real = Path(os.path.realpath(literal))
-    if area_real not in real.parents:
-        return _reject(Reason.OUTSIDE_AREA, f"{literal} resolves to {real}, outside {area_real}")
-    dir_info = info
-
-    # 2. `.git` is a small regular file `gitdir: X`.
-    gitfile = literal / ".git"
-    try:
-        git_info = gitfile.lstat()
-    except FileNotFoundError:
-        return _reject(Reason.MISSING, f"{gitfile} does not exist")
-    except OSError as err:
-        return _reject(Reason.MISSING, f"{gitfile}: {err.strerror}")
-    if stat.S_ISLNK(git_info.st_mode):
-        return _reject(Reason.SYMLINKED, f"{gitfile} is a symbolic link")
-    if not stat.S_ISREG(git_info.st_mode):
-        kind = "a directory" if stat.S_ISDIR(git_info.st_mode) else "not a regular file"
-        return _reject(Reason.GITFILE_NOT_REGULAR, f"{gitfile} is {kind}")
-    if git_info.st_size > MAX_GITFILE_BYTES:
-        return _reject(Reason.GITFILE_TOO_LARGE, f"{gitfile} is {git_info.st_size} bytes")
-    raw_content = _read_small(gitfile)
-    if raw_content is None:
-        return _reject(Reason.GITFILE_NOT_REGULAR, f"{gitfile} cannot be read as a small file")
-    content = _clean(raw_content)
-    if content is None:
-        return _reject(Reason.GITFILE_MALFORMED, f"{gitfile} contains a NUL byte")
-    if not content.startswith(GITFILE_PREFIX) or len(content) == len(GITFILE_PREFIX):
-        return _reject(Reason.GITFILE_MALFORMED, f"{gitfile} does not hold 'gitdir: <path>'")
-
-    # 3. gitdir: X is this repo's admin dir for the recorded admin name.
-    raw_target = content[len(GITFILE_PREFIX) :]
-    target_literal = Path(os.fsdecode(raw_target))
-    if not target_literal.is_absolute():
-        target_literal = literal / target_literal
-    admin = _resolve(raw_target, literal)
-    # Before the realpath comparison: a symlinked admin dir resolves out of `worktrees/` and would
-    # otherwise be reported as a gitdir mismatch instead of a symlink.
-    if os.path.islink(target_literal):
-        return _reject(Reason.SYMLINKED, f"the admin dir {target_literal} is a symbolic link")
-    worktrees_dir = common_real / "worktrees"
-    if admin.parent != worktrees_dir:
-        return _reject(
-            Reason.GITDIR_MISMATCH, f"{gitfile} points to {admin}, not into {worktrees_dir}"
-        )
-    if admin_name is not None and admin.name != admin_name:
-        return _reject(
-            Reason.GITDIR_MISMATCH,
-            f"{gitfile} names admin dir {admin.name!r}, the ledger recorded {admin_name!r}",
-        )
-    try:
-        admin_info = (worktrees_dir / admin.name).lstat()
-    except OSError:
-        return _reject(Reason.GITDIR_MISMATCH, f"{admin} does not exist")
-    if stat.S_ISLNK(admin_info.st_mode):
-        return _reject(Reason.SYMLINKED, f"the admin dir {admin} is reached through a symlink")
-    if not stat.S_ISDIR(admin_info.st_mode):
-        return _reject(Reason.GITDIR_MISMATCH, f"{admin} is not a directory")
-
-    # 4. X/commondir leads back to the repo.
-    commondir_raw = _clean(_read_small(admin / "commondir"))
-    if not commondir_raw:
-        return _reject(Reason.COMMONDIR_MISMATCH, f"{admin}/commondir is missing or unreadable")
-    if _resolve(commondir_raw, admin) != common_real:
-        return _reject(
-            Reason.COMMONDIR_MISMATCH, f"{admin}/commondir does not lead to {common_real}"
-        )
-
-    # 5. X/gitdir points back at this very `.git` file.
-    backlink_raw = _clean(_read_small(admin / "gitdir"))
-    if not backlink_raw:
-        return _reject(Reason.BACKLINK_MISMATCH, f"{admin}/gitdir is missing or unreadable")
-    backlink = _resolve(backlink_raw, admin)
-    if backlink != Path(os.path.realpath(gitfile)):
-        return _reject(Reason.BACKLINK_MISMATCH, f"{admin}/gitdir points to {backlink}")
-
-    # 6. The same directory and file as when laneboard created them.
-    observed = Identity(
-        dir_dev=dir_info.st_dev,
-        dir_ino=dir_info.st_ino,
-        gitfile_dev=git_info.st_dev,
-        gitfile_ino=git_info.st_ino,
-    )
-    if identity is not None and observed != identity:
-        return _reject(
-            Reason.IDENTITY_CHANGED,
-            f"{literal} is not the directory laneboard created (moved, copied or replaced)",
-        )
+        dir_info = _inside_area(literal, area)
+        git_info, target = _gitfile(literal)
+        admin = _admin_dir(literal, target, common, admin_name)
+        _commondir(admin, common)
+        _backlink(admin, literal / ".git")
+        observed = _identity(literal, dir_info, git_info, identity)
+    except _Rejected as rejected:
+        return rejected.verdict
     return Verdict(ok=True, admin_name=admin.name, identity=observed)
 
 
