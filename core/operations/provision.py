@@ -72,7 +72,9 @@ def provision(
     """
     branch = branch_for(ctx.settings.branch_prefix, name)
     refuse_live_name(ledger, ctx, name)
-    return create(ctx, ledger, name, branch, base_ref, base_sha, base_sha, {}, actor)
+    target = ctx.git.integration_branch(ctx.settings.target)
+    extra = {"target": target}
+    return create(ctx, ledger, name, branch, base_ref, base_sha, base_sha, extra, actor)
 
 
 def refuse_live_name(ledger: Ledger, ctx: RepoContext, name: str) -> None:
