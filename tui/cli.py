@@ -14,28 +14,24 @@ loads neither the TUI stack nor pygit2, and pydantic only when a config file mus
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 from laneboard.core.domain.errors import LaneboardError, UsageError
-from laneboard.core.service.commands import COMMANDS, Command
 
 if TYPE_CHECKING:
+    import argparse
+
     from laneboard.core.domain.lanes import Lease
     from laneboard.core.domain.views import Outcome
     from laneboard.core.service.app import Service
 
-Handler = Callable[[argparse.Namespace], int]
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see `{self.prog} --help`)")
+Handler = Callable[["argparse.Namespace"], int]
 
 
 class _Interrupted(KeyboardInterrupt):
@@ -326,50 +322,44 @@ CHANGES = frozenset({"init", "new", "retain", "discard", "restore", "doctor", "v
 """Commands during which SIGTERM and SIGHUP unwind like Ctrl-C (rollback, lease release)."""
 
 
-# --- the parser, from the declarations ------------------------------------------------------
-
-
-def _add_command(sub: argparse._SubParsersAction[_Parser], declared: Command) -> None:
-    parser = sub.add_parser(declared.name, help=declared.help, description=declared.help)
-    parser.set_defaults(handler=HANDLERS[declared.name], command=declared.name)
-    if declared.json:
-        parser.add_argument("--json", action="store_true", help="print JSON (docs/cli.md)")
-    parser.add_argument("--repo", metavar="PATH", default=argparse.SUPPRESS, help="the repository")
-    group = parser.add_mutually_exclusive_group(required=True) if declared.one_of else None
-    for arg in declared.args:
-        target = group if group is not None and arg.name in declared.one_of else parser
-        extra: dict[str, Any] = {"dest": arg.dest} if arg.dest else {}
-        if arg.kind == "positional":
-            target.add_argument(arg.name, help=arg.help)
-        elif arg.kind == "optional-positional":
-            target.add_argument(arg.name, nargs="?", help=arg.help)
-        elif arg.kind == "flag":
-            target.add_argument(arg.name, action="store_true", help=arg.help, **extra)
-        elif arg.kind == "option":
-            kind = float if arg.number else str
-            target.add_argument(arg.name, metavar=arg.metavar, type=kind, help=arg.help, **extra)
-        else:
-            target.add_argument(arg.name, nargs=argparse.REMAINDER, help=arg.help)
-
-
-def parser() -> _Parser:
-    from laneboard import __version__
-
-    top = _Parser(prog="laneboard", description="Supervise coding agents in parallel worktrees.")
-    top.add_argument("--version", action="version", version=f"laneboard {__version__}")
-    top.add_argument("--repo", metavar="PATH", help="the repository (default: the current one)")
-    sub = top.add_subparsers(dest="subcommand", parser_class=_Parser, metavar="COMMAND")
-    for declared in COMMANDS:
-        _add_command(sub, declared)
-    return top
-
-
 def _unwind_on_hangup() -> None:
     def interrupted(signum: int, frame: object) -> None:
         raise _Interrupted(signum)
 
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, interrupted)
+
+
+def _exec_fast(argv: Sequence[str]) -> SimpleNamespace | None:
+    """`exec`'s arguments read without building the whole parser (every shimmed `cargo` pays
+    for this start), or None when they need argparse (help, a mistake: it says what is wrong)."""
+    words = list(argv)
+    repo = None
+    if words[:1] == ["--repo"] and len(words) > 1:
+        repo, words = words[1], words[2:]
+    if words[:1] != ["exec"]:
+        return None
+    found: dict[str, Any] = {"lane": None, "root": False, "timeout": None, "quiet": False}
+    rest = words[1:]
+    while rest and rest[0] != "--":
+        word = rest.pop(0)
+        if word in ("--root", "--quiet"):
+            found[word[2:]] = True
+        elif word in ("--lane", "--timeout", "--repo") and rest and rest[0] != "--":
+            value = rest.pop(0)
+            if word == "--timeout":
+                try:
+                    found["timeout"] = float(value)
+                except ValueError:
+                    return None
+            else:
+                found[word[2:]] = value
+        else:
+            return None
+    if not rest or (found["lane"] is None) == (not found["root"]):
+        return None
+    found.setdefault("repo", repo)
+    return SimpleNamespace(argv=rest, handler=cmd_exec, command="exec", **found)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -379,9 +369,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="surrogateescape")
     try:
-        args = parser().parse_args(argv)
+        words = sys.argv[1:] if argv is None else argv
+        fast = _exec_fast(words)
+        if fast is not None:
+            return cmd_exec(fast)  # type: ignore[arg-type]
+        from laneboard.tui.parser import build
+
+        args = build(HANDLERS).parse_args(argv)
         if args.subcommand is None:
-            parser().print_help()
+            build(HANDLERS).print_help()
             return 0
         if args.command in CHANGES and argv is None:  # not when called inside a test process
             _unwind_on_hangup()

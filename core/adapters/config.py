@@ -14,10 +14,9 @@ validated again.
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import json
 import os
-import tomllib
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, get_type_hints
@@ -152,14 +151,20 @@ def config_dir() -> Path:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
+        handle = path.open("rb")
     except FileNotFoundError:
         return {}
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{path}: not valid TOML: {err}") from None
     except OSError as err:
         raise ConfigError(f"{path}: cannot read: {err.strerror}") from None
+    import tomllib  # only when there is a file to read
+
+    with handle:
+        try:
+            return tomllib.load(handle)
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"{path}: not valid TOML: {err}") from None
+        except OSError as err:
+            raise ConfigError(f"{path}: cannot read: {err.strerror}") from None
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -226,11 +231,16 @@ def _problem(settings: Settings) -> str | None:
     return None
 
 
-_SCHEMA = hashlib.sha256(
-    Path(__file__).read_bytes()
-    + (Path(__file__).parent.parent / "domain" / "names.py").read_bytes()
-).hexdigest()
-"""Changes to the settings' types or rules invalidate every marker."""
+@functools.cache
+def _schema() -> str:
+    """A hash of this module and the name rules: changes to the settings' types or rules
+    invalidate every marker. Computed on first use (not at import: `exec` may need no config)."""
+    import hashlib
+
+    here = Path(__file__)
+    return hashlib.sha256(
+        here.read_bytes() + (here.parent.parent / "domain" / "names.py").read_bytes()
+    ).hexdigest()
 
 
 def _cache_marker(data: dict[str, Any]) -> Path | None:
@@ -240,7 +250,9 @@ def _cache_marker(data: dict[str, Any]) -> Path | None:
         canonical = json.dumps(data, sort_keys=True, default=str)
     except (TypeError, ValueError):
         return None
-    digest = hashlib.sha256(f"{_SCHEMA}\0{canonical}".encode()).hexdigest()
+    import hashlib
+
+    digest = hashlib.sha256(f"{_schema()}\0{canonical}".encode()).hexdigest()
     return state_dir() / "cache" / "config" / digest
 
 

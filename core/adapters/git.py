@@ -16,10 +16,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-
-import pygit2
+from typing import TYPE_CHECKING
 
 from laneboard.core.domain.errors import GitError
+
+if TYPE_CHECKING:
+    import pygit2
 
 _SCRUBBED = (
     "GIT_DIR",
@@ -122,39 +124,54 @@ class BareRepository(GitError):
 def discover(
     path: Path, *, registered_root: Callable[[Path], Path | None] | None = None
 ) -> RepoPaths:
-    """The repository containing `path` (its root or any of its worktrees).
+    """The repository containing `path` (its root or any of its worktrees), found by one
+    `git rev-parse` run there (no pygit2: this is on the path of every command).
 
     The root is where the main checkout's files are, whatever its `.git` is: a directory, a
     symlink to one, or a gitfile (`git init --separate-git-dir`), never the git dir's parent.
-    From a linked worktree the main checkout is found through the common dir (its `.git`
-    parent, or `core.worktree`), else as `registered_root` recorded it; otherwise refused.
+    From a linked worktree the main checkout is the one `registered_root` recorded, else the one
+    git records (the parent of a git dir named `.git`, or `core.worktree`); otherwise refused.
     Refuses a bare repository.
     """
-    try:
-        found = pygit2.discover_repository(str(path))
-    except pygit2.GitError as err:
-        raise GitError(f"{path}: cannot read a git repository here: {err}") from None
-    if found is None:
-        raise NotARepository(f"{path} is not inside a git repository")
-    gitdir = Path(os.path.realpath(found))
-    commondir_file = gitdir / "commondir"
-    if commondir_file.is_file():
-        common = Path(os.path.realpath(gitdir / commondir_file.read_text().strip()))
-    else:
-        common = gitdir
-    try:
-        repo = pygit2.Repository(str(common))
-    except pygit2.GitError as err:
-        raise GitError(f"{common}: cannot open the repository: {err}") from None
-    if repo.is_bare:
+    if not os.path.isdir(path):
+        raise NotARepository(f"{path} is not a directory")
+    found = run_git(
+        [
+            "rev-parse",
+            "--absolute-git-dir",
+            "--git-common-dir",
+            "--is-bare-repository",
+            "--show-toplevel",
+        ],
+        cwd=path,
+        check=False,
+    )
+    lines = found.stdout.decode(errors="surrogateescape").splitlines()
+    if len(lines) < 3:
+        message = first_line(found.stderr)
+        if "not a git repository" in message:
+            raise NotARepository(f"{path} is not inside a git repository")
+        raise GitError(f"{path}: cannot read a git repository here: {message}")
+    gitdir = Path(os.path.realpath(lines[0]))
+    common = Path(os.path.realpath(Path(path) / lines[1]))
+    if lines[2] == "true":
         raise BareRepository(
             f"{common} is a bare repository: laneboard needs its main checkout, which it leaves "
             "to you and integrates into; clone it without --bare to use laneboard"
         )
-    root = _checkout_of(Path(os.path.abspath(path)), common) if gitdir == common else None
-    root = root or _main_checkout(repo, common)
+    top = Path(os.path.realpath(lines[3])) if len(lines) > 3 else None
+    root = None
+    if gitdir == common and top is not None and _leads_to(top / ".git", common):
+        root = top  # the main checkout itself
     if root is None and registered_root is not None:
         root = registered_root(common)
+    if root is None:
+        root, bare = _main_checkout(common)
+        if bare:
+            raise BareRepository(
+                f"{common} is a bare repository: laneboard needs its main checkout, which it "
+                "leaves to you and integrates into; clone it without --bare to use laneboard"
+            )
     if root is None:
         raise GitError(
             f"cannot tell where the main checkout of {common} is; run `laneboard init` in it"
@@ -171,19 +188,26 @@ def _checkout_of(path: Path, gitdir: Path) -> Path | None:
     return None
 
 
-def _main_checkout(repo: pygit2.Repository, common: Path) -> Path | None:
-    """The main checkout of `common` as git records it (`core.worktree`, or the parent of a
-    git dir named `.git`), when its `.git` leads back to `common`."""
-    candidates = []
-    try:
-        configured = repo.config["core.worktree"]
-    except (KeyError, pygit2.GitError):
-        configured = None
-    if configured:
-        candidates.append(Path(os.path.realpath(common / configured)))
-    if common.name == ".git":
-        candidates.append(common.parent)
-    return next((c for c in candidates if _leads_to(c / ".git", common)), None)
+def _main_checkout(common: Path) -> tuple[Path | None, bool]:
+    """(the main checkout of `common` as git records it (the parent of a git dir named `.git`,
+    or `core.worktree`) when its `.git` leads back to `common`; whether `common` is a bare
+    repository, as linked worktrees of a bare repository do not say themselves)."""
+    candidates = [common.parent] if common.name == ".git" else []
+    configured = run_git(
+        ["--git-dir", str(common), "config", "-z", "--get-regexp", r"^core\.(bare|worktree)$"],
+        cwd=common,
+        check=False,
+    )
+    settings = dict(
+        item.partition("\n")[::2]
+        for item in configured.stdout.decode(errors="surrogateescape").split("\0")
+        if item
+    )
+    if settings.get("core.worktree"):
+        candidates.append(Path(os.path.realpath(common / settings["core.worktree"])))
+    bare = settings.get("core.bare", "").strip().lower() in ("true", "yes", "on", "1")
+    root = next((c for c in candidates if _leads_to(c / ".git", common)), None)
+    return root, bare and root is None
 
 
 def _leads_to(dotgit: Path, gitdir: Path) -> bool:
@@ -203,12 +227,15 @@ def _leads_to(dotgit: Path, gitdir: Path) -> bool:
 def resolve_at(path: Path, ref: str) -> str:
     """The commit `ref` names in the checkout containing `path`, as git run there means it:
     `HEAD` is that worktree's HEAD, not the root's."""
-    try:
-        repo = pygit2.Repository(str(path))
-        commit = repo.revparse_single(ref).peel(pygit2.Commit)
-    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
-        raise GitError(f"{ref!r} does not name a commit in {path}") from None
-    return str(commit.id)
+    found = run_git(
+        ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"],
+        cwd=path,
+        check=False,
+    )
+    sha = found.stdout.decode().strip()
+    if found.returncode != 0 or not sha:
+        raise GitError(f"{ref!r} does not name a commit in {path}")
+    return sha
 
 
 # --- reads with pygit2 ------------------------------------------------------------------
@@ -223,6 +250,8 @@ class GitRepo:
 
     @cached_property
     def _repo(self) -> pygit2.Repository:
+        import pygit2  # only commands that read history pay for it (~80 ms)
+
         return pygit2.Repository(str(self.paths.common_dir))
 
     @property
@@ -236,6 +265,8 @@ class GitRepo:
 
     def resolve_commit(self, ref: str) -> str:
         """The commit SHA `ref` names right now (a branch, tag, SHA or expression)."""
+        import pygit2
+
         try:
             obj = self._repo.revparse_single(ref)
             commit = obj.peel(pygit2.Commit)
@@ -245,6 +276,8 @@ class GitRepo:
 
     def ref_target(self, refname: str) -> str | None:
         """The SHA a ref points at (peeled through symbolic refs), or None when it is absent."""
+        import pygit2
+
         try:
             ref = self._repo.references.get(refname)
         except (pygit2.GitError, ValueError):
@@ -257,6 +290,8 @@ class GitRepo:
         return self.ref_target(f"refs/heads/{branch}")
 
     def head_of_root(self) -> str | None:
+        import pygit2
+
         try:
             return str(self._repo.head.target)
         except pygit2.GitError:
@@ -292,6 +327,8 @@ class GitRepo:
         """Commits reachable from `tips` but from no other ref (every branch but `exclude`,
         remote-tracking refs, tags, laneboard anchors and snapshots), as (sha, subject), newest
         first. Empty means removing `exclude` and the worktree loses no commit."""
+        import pygit2
+
         self.refresh()
         starts = [tip for tip in tips if tip]
         if not starts:
@@ -313,6 +350,8 @@ class GitRepo:
     def created_by(self, branch: str, message: str) -> bool:
         """True when the oldest reflog entry of `branch` carries `message` (laneboard writes one
         naming the task when it creates a branch)."""
+        import pygit2
+
         self.refresh()
         ref = self._repo.references.get(f"refs/heads/{branch}")
         if ref is None:
@@ -327,6 +366,8 @@ class GitRepo:
         """The branch tasks are integrated into: `configured` (config `target`), else the
         branch `origin/HEAD` names (when it exists locally), else the branch the root has
         checked out; None when there is none (a detached root, no remote)."""
+        import pygit2
+
         if configured:
             return configured
         try:
@@ -344,6 +385,8 @@ class GitRepo:
 
     def commit_info(self, sha: str) -> tuple[str, float] | None:
         """(subject, committer time) of a commit, or None when there is no such commit."""
+        import pygit2
+
         try:
             commit = self._repo.get(sha)
         except (ValueError, pygit2.GitError):
@@ -360,6 +403,8 @@ class GitRepo:
         return roots[-1] if result.returncode == 0 and roots else None
 
     def has_commit(self, sha: str) -> bool:
+        import pygit2
+
         try:
             return isinstance(self._repo.get(sha), pygit2.Commit)
         except (ValueError, pygit2.GitError):
@@ -546,6 +591,9 @@ class StatusFacts:
     untracked: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
     submodules: list[str] = field(default_factory=list)
+    ahead: int | None = None
+    """Commits ahead of the upstream (`# branch.ab`), when the status was asked for one."""
+    behind: int | None = None
 
     @property
     def clean(self) -> bool:
@@ -584,6 +632,9 @@ def parse_status(raw: str) -> StatusFacts:
                 facts.head = value
             elif key == "branch.head" and value != "(detached)":
                 facts.branch = value
+            elif key == "branch.ab":
+                ahead, _, behind = value.partition(" ")
+                facts.ahead, facts.behind = int(ahead.lstrip("+")), -int(behind)
         elif kind in "12":
             parts = item.split(" ", 9 if kind == "2" else 8)
             xy, sub, path = parts[1], parts[2], parts[-1]

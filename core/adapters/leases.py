@@ -21,7 +21,6 @@ import shlex
 import stat
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -456,7 +455,7 @@ class Waker:
     def __init__(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         pid, start = procs.me()
-        self.path = directory / f"{pid}-{start}-{uuid.uuid4().hex[:8]}.wake"
+        self.path = directory / f"{pid}-{start}-{os.urandom(4).hex()}.wake"
         os.mkfifo(self.path, 0o600)
         self._fd = os.open(self.path, os.O_RDWR | os.O_NONBLOCK)
         if not stat.S_ISFIFO(os.fstat(self._fd).st_mode):

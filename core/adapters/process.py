@@ -14,13 +14,15 @@ from __future__ import annotations
 import errno
 import os
 import signal
-import subprocess
 from collections.abc import Callable, Iterable
 from contextlib import suppress
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from laneboard.core.domain.errors import LaneboardError
+
+if TYPE_CHECKING:
+    import subprocess
 from laneboard.core.domain.lanes import SHIM_MARKER
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -239,6 +241,8 @@ def start_gated(
     has recorded it, then becomes the command (`exec`, the same pid), with stdin from
     /dev/null. If `started` raises, the gate closes and the shell exits 125 without running
     anything."""
+    import subprocess  # not on `exec`'s path, which forks itself
+
     gate_read, gate_write = os.pipe()
     script = 'read -r _ || exit 125; exec "$@" </dev/null'
     try:
@@ -267,6 +271,7 @@ def start_gated(
 def stop_group(proc: subprocess.Popen[bytes], grace: float = 5.0) -> None:
     """End a command started by `start_gated` and everything in its session: SIGTERM, then
     SIGKILL after `grace` seconds."""
+    import subprocess
     for signum in (signal.SIGTERM, signal.SIGKILL):
         with suppress(ProcessLookupError):
             os.killpg(proc.pid, signum)

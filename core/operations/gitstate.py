@@ -2,24 +2,28 @@
 
 Per repository: the worktrees are verified by filesystem reads, then one
 `git status --porcelain=v2 -z --branch` runs per verified worktree (started together, so they
-overlap; ignored files are not asked for), and ahead/behind against the task's target and the
-last commit come from the object store (pygit2). Nothing expensive (reflogs, unique commits,
-`/proc`) is read here: that is for the moment of removal (`core.operations.facts`). A worktree
-that fails verification is not looked into (git would run its config).
+overlap; ignored files are not asked for). The task's target is given to that status as the
+branch's upstream for the one command (`-c branch.<b>.remote=. -c branch.<b>.merge=<target>`),
+so git reports ahead/behind in the same run, and one `git log --no-walk` names the last commit
+of every worktree. No pygit2 (its import alone costs more than all of this on a small board).
+Nothing expensive (reflogs, unique commits, `/proc`) is read here: that is for the moment of
+removal (`core.operations.facts`). A worktree that fails verification is not looked into (git
+would run its config).
 """
 
 from __future__ import annotations
 
 import subprocess
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from laneboard.core.adapters.git import git_env, parse_status
+from laneboard.core.adapters.git import StatusFacts, git_env, parse_status, run_git
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.models import Task
 from laneboard.core.domain.views import Commit, GitState
 
-STATUS = ["git", "status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all"]
+STATUS = ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all"]
 AT_ONCE = 8
 """At most this many `git status` run at the same time."""
 
@@ -40,7 +44,7 @@ def git_states(ctx: RepoContext, tasks: Sequence[Task]) -> dict[str, GitState]:
         batch = ready[start : start + AT_ONCE]
         running = [
             subprocess.Popen(
-                STATUS,
+                ["git", *_upstream(task), *STATUS],
                 cwd=Path(task.worktree_path),
                 env=git_env(read=True),
                 stdout=subprocess.PIPE,
@@ -56,21 +60,45 @@ def git_states(ctx: RepoContext, tasks: Sequence[Task]) -> dict[str, GitState]:
                     present=False, problem=problem[-1] if problem else "git status failed"
                 )
                 continue
-            states[task.id] = _state(ctx, task, out.decode(errors="surrogateescape"))
+            states[task.id] = _state(parse_status(out.decode(errors="surrogateescape")))
+    _name_last_commits(ctx, states)
     return states
 
 
-def _state(ctx: RepoContext, task: Task, raw: str) -> GitState:
-    facts = parse_status(raw)
-    ahead = behind = None
-    target_tip = ctx.git.branch_tip(task.target) if task.target else None
-    if facts.head and target_tip:
-        ahead, behind = ctx.git.ahead_behind(facts.head, target_tip)
-    last = None
-    if facts.head:
-        info = ctx.git.commit_info(facts.head)
-        if info is not None:
-            last = Commit(sha=facts.head, subject=info[0], at=info[1])
+def _upstream(task: Task) -> list[str]:
+    """`-c` options that make the task's target its branch's upstream for one command."""
+    if not task.target:
+        return []
+    return [
+        "-c",
+        f"branch.{task.branch}.remote=.",
+        "-c",
+        f"branch.{task.branch}.merge=refs/heads/{task.target}",
+    ]
+
+
+def _name_last_commits(ctx: RepoContext, states: dict[str, GitState]) -> None:
+    """Fill in the last commit's subject and time of every state, in one `git log`."""
+    heads = sorted({s.head for s in states.values() if s.head})
+    if not heads:
+        return
+    result = run_git(
+        ["log", "--no-walk=unsorted", "-z", "--format=%H%x1f%ct%x1f%s", *heads],
+        cwd=ctx.root,
+        check=False,
+    )
+    commits = {}
+    for record in result.stdout.decode(errors="replace").split("\0"):
+        sha, _, rest = record.strip("\n").partition("\x1f")
+        at, _, subject = rest.partition("\x1f")
+        if sha and at.isdigit():
+            commits[sha] = Commit(sha=sha, subject=subject, at=float(at))
+    for task_id, state in states.items():
+        if state.head in commits:
+            states[task_id] = replace(state, last_commit=commits[state.head])
+
+
+def _state(facts: StatusFacts) -> GitState:
     return GitState(
         present=True,
         head=facts.head,
@@ -79,7 +107,6 @@ def _state(ctx: RepoContext, task: Task, raw: str) -> GitState:
         modified=len(facts.unstaged),
         untracked=len(facts.untracked),
         conflicted=len(facts.conflicted),
-        ahead=ahead,
-        behind=behind,
-        last_commit=last,
+        ahead=facts.ahead,
+        behind=facts.behind,
     )
