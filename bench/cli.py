@@ -5,7 +5,7 @@ run (run by hand; figures in docs/cli.md).
 
 Creates a throwaway repository with TASKS provisioned tasks, then times, alternating, RUNS runs
 each of: `python -c pass` (the floor), `laneboard ls` (the real work: one `git status` per
-worktree, also timed on its own as `git status ×N`), `laneboard show t0`, `laneboard lanes`,
+worktree, also timed on its own as `git status xN`), `laneboard show t0`, `laneboard lanes`,
 and `laneboard exec --lane t0 -- true`. Bytecode is written as for an installed laneboard
 (PYTHONDONTWRITEBYTECODE is unset). Prints medians and each command's ratio to the floor.
 """
@@ -91,7 +91,7 @@ def main() -> None:
         }
         figures: dict[str, list[float]] = {name: [] for name in commands}
         figures[f"git status x{args.tasks} (ls's real work)"] = []
-        for name, argv in commands.items():
+        for argv in commands.values():
             timed(argv, repo, env)  # warm: bytecode written, caches filled
         for _ in range(args.runs):
             for name, argv in commands.items():

@@ -196,8 +196,7 @@ def _validate(data: dict[str, Any], source: str) -> Settings:
         settings = TypeAdapter(Settings).validate_python(data)
     except ValidationError as err:
         first = err.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "(top level)"
-        raise ConfigError(f"{source}: field {where}: {first['msg']}") from None
+        raise ConfigError(f"{source}: field {_where(first['loc'])}: {_plain(first)}") from None
     problem = _problem(settings)
     if problem:
         raise ConfigError(f"{source}: field {problem}")
@@ -210,6 +209,42 @@ def _validate(data: dict[str, Any], source: str) -> Settings:
         except OSError:
             pass  # only a cache: validation simply runs again next time
     return settings
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    """`lanes.wrap[0]` from pydantic's location; a union's branch name (`str`) is left out."""
+    parts: list[str] = []
+    for part in loc:
+        if isinstance(part, int):
+            parts[-1:] = [f"{parts[-1]}[{part}]"] if parts else [f"[{part}]"]
+        elif part not in ("str", "tuple[str, ...]", "function-after[_validate(), str]"):
+            parts.append(str(part))
+    return ".".join(parts) or "(top level)"
+
+
+_PLAIN = {
+    "tuple_type": "expected a list",
+    "list_type": "expected a list",
+    "string_type": "expected a string",
+    "int_type": "expected a whole number",
+    "int_parsing": "expected a whole number",
+    "int_from_float": "expected a whole number",
+    "bool_type": "expected true or false",
+    "bool_parsing": "expected true or false",
+    "dict_type": "expected a table",
+    "dataclass_type": "expected a table ([section])",
+    "unexpected_keyword_argument": "not a setting laneboard knows",
+    "extra_forbidden": "not a setting laneboard knows",
+    "missing": "is required",
+}
+
+
+def _plain(error: Any) -> str:
+    """pydantic's complaint in the words of a config file ("expected a list", not "Input
+    should be a valid tuple")."""
+    if error["type"] == "literal_error":
+        return f"expected {error.get('ctx', {}).get('expected', 'one of the allowed values')}"
+    return _PLAIN.get(error["type"], str(error["msg"]))
 
 
 def _problem(settings: Settings) -> str | None:

@@ -272,6 +272,7 @@ def stop_group(proc: subprocess.Popen[bytes], grace: float = 5.0) -> None:
     """End a command started by `start_gated` and everything in its session: SIGTERM, then
     SIGKILL after `grace` seconds."""
     import subprocess
+
     for signum in (signal.SIGTERM, signal.SIGKILL):
         with suppress(ProcessLookupError):
             os.killpg(proc.pid, signum)

@@ -133,3 +133,25 @@ def test_slots_are_machine_wide_not_per_repo(repo: Path) -> None:
     (repo / ".laneboard.toml").write_text("[lanes]\nslots = 9\n")
     with pytest.raises(ConfigError, match=r"field lanes\.slots: slots are machine-wide"):
         load_settings(repo)
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ('[lanes]\nwrap = "make"\n', "field lanes.wrap: expected a list"),
+        ("[lanes]\nwrap = [1]\n", "field lanes.wrap[0]: expected a string"),
+        ('[lanes]\nslots = "many"\n', "field lanes.slots: expected a whole number"),
+        ('[worktrees]\narea = "x"\n', "field worktrees.area: expected 'inside' or 'sibling'"),
+        ("[worktrees]\ntypo = 1\n", "field worktrees.typo: not a setting laneboard knows"),
+        ('[cleanup]\ntrust_pid_namespace = "maybe"\n', "expected true or false"),
+        ("lanes = 3\n", "field lanes: expected a table ([section])"),
+    ],
+)
+def test_config_errors_are_said_in_the_words_of_the_file(repo: Path, text: str, line: str) -> None:
+    """Was pydantic's wording ("Input should be a valid tuple")."""
+    (repo / ".laneboard.toml").write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_settings(repo)
+    assert str(err.value).startswith(f"{repo / '.laneboard.toml'}: ")
+    assert str(err.value).endswith(line)
+    assert "Input should" not in str(err.value)
