@@ -263,17 +263,6 @@ class GitRepo:
         """Forget cached state so the next read sees refs written by other processes."""
         self.__dict__.pop("_repo", None)
 
-    def resolve_commit(self, ref: str) -> str:
-        """The commit SHA `ref` names right now (a branch, tag, SHA or expression)."""
-        import pygit2
-
-        try:
-            obj = self._repo.revparse_single(ref)
-            commit = obj.peel(pygit2.Commit)
-        except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
-            raise GitError(f"{ref!r} does not name a commit in {self.paths.root}") from None
-        return str(commit.id)
-
     def ref_target(self, refname: str) -> str | None:
         """The SHA a ref points at (peeled through symbolic refs), or None when it is absent."""
         import pygit2
@@ -289,14 +278,6 @@ class GitRepo:
     def branch_tip(self, branch: str) -> str | None:
         return self.ref_target(f"refs/heads/{branch}")
 
-    def head_of_root(self) -> str | None:
-        import pygit2
-
-        try:
-            return str(self._repo.head.target)
-        except pygit2.GitError:
-            return None
-
     def refs(self) -> dict[str, str]:
         """Every ref (name → SHA) that points, directly or symbolically, at an object."""
         result: dict[str, str] = {}
@@ -306,20 +287,8 @@ class GitRepo:
                 result[name] = target
         return result
 
-    def merge_base(self, a: str, b: str) -> str | None:
-        found = self._repo.merge_base(a, b)
-        return str(found) if found else None
-
-    def ahead_behind(self, local: str, upstream: str) -> tuple[int, int]:
-        ahead, behind = self._repo.ahead_behind(local, upstream)
-        return int(ahead), int(behind)
-
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         return ancestor == descendant or bool(self._repo.descendant_of(descendant, ancestor))
-
-    def reachable_from_any(self, sha: str, tips: Iterable[str]) -> bool:
-        """True when `sha` is one of `tips` or an ancestor of one."""
-        return any(self.is_ancestor(sha, tip) for tip in set(tips))
 
     def unique_commits(
         self, tips: Iterable[str | None], *, exclude: str | None
@@ -382,18 +351,6 @@ class GitRepo:
         except (pygit2.GitError, ValueError):
             return None
         return None
-
-    def commit_info(self, sha: str) -> tuple[str, float] | None:
-        """(subject, committer time) of a commit, or None when there is no such commit."""
-        import pygit2
-
-        try:
-            commit = self._repo.get(sha)
-        except (ValueError, pygit2.GitError):
-            return None
-        if not isinstance(commit, pygit2.Commit):
-            return None
-        return _subject(commit), float(commit.commit_time)
 
     def root_commit(self) -> str | None:
         """A commit without parents that HEAD's history starts from (None when HEAD is unborn):
@@ -531,14 +488,6 @@ def delete_ref_if(root: Path, refname: str, expected_sha: str) -> bool:
     """
     result = run_git(["update-ref", "-d", refname, expected_sha], cwd=root, read=False, check=False)
     return result.returncode == 0
-
-
-def update_ref(root: Path, refname: str, new_sha: str, old_sha: str | None = None) -> None:
-    """Set `refname` to `new_sha`; with `old_sha` only if it still points there ("" = absent)."""
-    args = ["update-ref", refname, new_sha]
-    if old_sha is not None:
-        args.append(old_sha or "0" * 40)
-    run_git(args, cwd=root, read=False)
 
 
 # --- status with the git CLI -------------------------------------------------------------

@@ -262,15 +262,6 @@ class Ledger:
         ).fetchone()
         return _task_from_row(row) if row else None
 
-    def discarded_task(self, repo_id: int, name: str) -> Task | None:
-        """The most recently discarded task called `name`."""
-        row = self._db.execute(
-            "SELECT * FROM tasks WHERE repo_id = ? AND name = ? AND disposition = 'discarded' "
-            "ORDER BY retired_at DESC LIMIT 1",
-            (repo_id, name),
-        ).fetchone()
-        return _task_from_row(row) if row else None
-
     def tasks(self, repo_id: int | None = None, *, include_retired: bool = True) -> list[Task]:
         query = "SELECT * FROM tasks WHERE (? IS NULL OR repo_id = ?)"
         if not include_retired:
