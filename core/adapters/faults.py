@@ -32,6 +32,7 @@ POINTS = (
     "discard.after_snapshot",
     "discard.before_remove",
     "discard.after_worktree_remove",
+    "discard.before_branch_delete",
 )
 """Every point the code declares; `checkpoint` refuses names not listed here (a typo in a test
 would otherwise never fire and the test would pass vacuously)."""

@@ -368,10 +368,10 @@ class Discard:
                     "snapshot": saved.ref,
                 },
             )
+            faults.checkpoint("discard.before_remove")
             verdict = self.ctx.verify(self.task, path=q)  # right before: still the pinned tree
             if not verdict.ok:
                 raise self._stop_hard(f"worktree changed during discard: {verdict}")
-            faults.checkpoint("discard.before_remove")
             try:
                 # Without --force whenever git's own check can agree (nothing lifted, nothing of
                 # laneboard's untracked there): then git refuses anything that appeared since.
@@ -528,6 +528,7 @@ class Discard:
             self._journal("branch.absent", {"branch": task.branch})
             return
         decision = branch_blockers(facts)
+        faults.checkpoint("discard.before_branch_delete")
         if decision.clear and delete_ref_if(ctx.root, f"refs/heads/{task.branch}", facts.tip):
             self._journal("branch.deleted", {"branch": task.branch, "tip": facts.tip})
             return
