@@ -114,9 +114,10 @@ def test_every_json_document_keeps_its_fields(board: Path, cli, tmp_path: Path) 
     check("log", _json(cli, "log", "busy"))
     check("verify", _json(cli, "verify", "busy"))
     check("shims", _json(cli, "shims", "busy"))
-    running, waiting = exec_agent("busy", board), exec_agent(None, board)
+    running = exec_agent("busy", board)
+    running.expect(r"^ready ")  # admitted before the root command asks, so that one waits
+    waiting = exec_agent(None, board)
     try:
-        running.expect(r"^ready ")
         waiting.expect(r"waiting for the root lane", "err")
         check("lanes", _json(cli, "lanes"))
         check("ls", _json(cli, "ls"))

@@ -125,10 +125,10 @@ def test_an_exec_admitted_after_its_worktree_was_swapped_runs_nothing(
     """Check: `exec` verifies the worktree again right after admission (it may have changed
     while the command waited for its lane)."""
     holder = exec_agent(NAME, repo)
+    holder.expect(r"^ready ")  # holds the lane before the second command asks for it
     marker = tmp_path / "ran"
     waiting = Spawned(["exec", "--lane", NAME, "--", "touch", str(marker)], repo)
     try:
-        holder.expect(r"^ready ")
         waiting.expect(r"waiting for its lane", "err")
         os.rename(worktree, tmp_path / "moved-away")
         shutil.copytree(tmp_path / "moved-away", worktree, symlinks=True)
