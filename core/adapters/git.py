@@ -13,12 +13,12 @@ import os
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from laneboard.core.domain.errors import GitError
+from laneboard.core.domain.values import field, value
 
 if TYPE_CHECKING:
     import pygit2
@@ -99,7 +99,7 @@ def first_line(raw: bytes) -> str:
 # --- repository discovery ---------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@value
 class RepoPaths:
     """Where a repository lives: its common git dir and its root (primary checkout)."""
 
@@ -380,7 +380,7 @@ def _subject(commit: pygit2.Commit) -> str:
 # --- worktrees with the git CLI ----------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@value
 class WorktreeEntry:
     """One record of `git worktree list --porcelain -z`."""
 
@@ -493,7 +493,7 @@ def delete_ref_if(root: Path, refname: str, expected_sha: str) -> bool:
 # --- status with the git CLI -------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@value
 class IndexListing:
     """What removal needs from a worktree's index, from one `git ls-files -s -v -z`."""
 
@@ -528,7 +528,7 @@ def index_listing(worktree: Path) -> IndexListing:
     return IndexListing(tuple(files), tuple(hidden), tuple(gitlinks))
 
 
-@dataclass
+@value(frozen=False)
 class StatusFacts:
     """One worktree's `git status --porcelain=v2`, ignoring nothing the user's config might hide."""
 

@@ -23,7 +23,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path
 from sqlite3 import Connection, Row
 from typing import Any
@@ -33,6 +32,7 @@ from laneboard.core.adapters.db import Database, from_db, journal, to_db
 from laneboard.core.domain import lanes
 from laneboard.core.domain.errors import LaneboardError, WaitTimeout
 from laneboard.core.domain.lanes import Lease, LeaseKind, LeaseState, WaitReason
+from laneboard.core.domain.values import value
 
 LEASE_ENV = "LANEBOARD_LEASE"
 """Set in a command's environment to the seq of the lease it runs under."""
@@ -481,7 +481,7 @@ class Waker:
         self.close()
 
 
-@dataclass
+@value(frozen=False)
 class Held:
     """A lease held for the duration of a `hold` block. Set `exit_code` to the command's exit
     code before the block ends; it is recorded when the lease is released."""

@@ -12,7 +12,6 @@ import json
 import secrets
 import sqlite3
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from laneboard.core.domain.errors import LaneboardError, LedgerError
 from laneboard.core.domain.identity import Identity
 from laneboard.core.domain.lifecycle import DISPOSITION_OF, OWNED, check_transition
 from laneboard.core.domain.models import Actor, Disposition, Event, Repo, Task, TaskState
+from laneboard.core.domain.values import value
 
 
 class NameTaken(LaneboardError):
@@ -80,7 +80,7 @@ PATH_COLUMNS = ("area", "worktree_path")
 """Task columns that hold paths (stored with `core.db.to_db`)."""
 
 
-@dataclass(frozen=True)
+@value
 class RepoIdentity:
     """What survives a `mv` of a repository: its common dir's device and inode, and its root
     commit (so a new repository that happens to reuse the inode is not taken for it)."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from laneboard.core.adapters.config import Settings
@@ -19,6 +18,7 @@ from laneboard.core.adapters.verify import verify_worktree
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.lanes import Lease, LeaseKind
 from laneboard.core.domain.models import Relocation, Repo, Task
+from laneboard.core.domain.values import value
 from laneboard.core.domain.verdict import Verdict
 
 
@@ -26,7 +26,7 @@ class NotRegistered(LaneboardError):
     """The repository has not been registered with `laneboard init`."""
 
 
-@dataclass
+@value(frozen=False)
 class RepoContext:
     repo: Repo
     paths: RepoPaths

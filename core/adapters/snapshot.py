@@ -31,7 +31,6 @@ import subprocess
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ import pygit2
 from laneboard.core.adapters.git import StatusFacts, git_env, run_git
 from laneboard.core.adapters.safefs import Below
 from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.values import field, value
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "laneboard",
@@ -66,7 +66,7 @@ def snapshot_ref(task_id: str, n: int) -> str:
     return f"refs/laneboard/snapshots/{task_id}/{n}"
 
 
-@dataclass(frozen=True)
+@value
 class Snapshot:
     """A saved worktree state: the snapshot commit and the commits it was made from."""
 
@@ -89,7 +89,7 @@ def _key(info: os.stat_result) -> StatKey:
     return (info.st_ino, info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
-@dataclass(frozen=True)
+@value
 class Capture:
     """The trees of a worktree at one moment, and what was read from disk to make them."""
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from enum import StrEnum
 
 from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.values import field, value
 
 
 class BlockerKind(StrEnum):
@@ -72,7 +72,7 @@ SNAPSHOT_LIFTS = frozenset(
 """What a snapshot saves: commits, staged, unstaged and untracked-not-ignored files."""
 
 
-@dataclass(frozen=True)
+@value
 class Blocker:
     """One fact that makes removal unsafe, as data the board renders and the CLI prints."""
 
@@ -91,7 +91,7 @@ class Blocker:
         return self.fact
 
 
-@dataclass(frozen=True)
+@value
 class WorktreeFacts:
     """Everything the policy needs about one task's worktree, read fresh from disk.
 
@@ -137,7 +137,7 @@ class WorktreeFacts:
     `refs/bisect/…`): removal deletes those, so a snapshot must keep these commits."""
 
 
-@dataclass(frozen=True)
+@value
 class BranchFacts:
     """What decides whether the task's branch may be deleted after its worktree is gone."""
 
@@ -152,7 +152,7 @@ class BranchFacts:
     reachable_elsewhere: bool = False
 
 
-@dataclass(frozen=True)
+@value
 class Decision:
     """The outcome for a worktree: what blocks it, and whether a snapshot would clear the way."""
 

@@ -3,10 +3,10 @@ lean `laneboard exec` path can verify a lane cheaply."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from laneboard.core.domain.values import asdict, value
 
 
-@dataclass(frozen=True)
+@value
 class Identity:
     """Device and inode of a worktree dir and its `.git` file, pinned right after creation.
 
@@ -19,6 +19,7 @@ class Identity:
     gitfile_ino: int
 
     def as_dict(self) -> dict[str, int]:
-        return asdict(self)
+        plain: dict[str, int] = asdict(self)
+        return plain
 
     FIELDS = ("dir_dev", "dir_ino", "gitfile_dev", "gitfile_ino")

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
+
+from laneboard.core.domain.values import value
 
 SHIM_MARKER = b"# laneboard-shim"
 """The second line of every lane command shim; command lookup skips files that carry it, so a
@@ -61,7 +62,7 @@ class WaitKind(StrEnum):
     """An earlier waiting lease conflicts with this one and goes first (FIFO per conflict)."""
 
 
-@dataclass(frozen=True)
+@value
 class Wait:
     """The reason one waiting lease stays waiting, as the board and `laneboard exec` show it."""
 
@@ -81,7 +82,7 @@ class Wait:
                 return f"behind #{self.other}"
 
 
-@dataclass(frozen=True)
+@value
 class Admission:
     """The decision of one admission pass over the whole board.
 
@@ -200,7 +201,7 @@ class LeaseKind(StrEnum):
     """`git worktree repair` of laneboard's worktrees after their repository moved (root lane)."""
 
 
-@dataclass(frozen=True)
+@value
 class Lease:
     """One row of the leases table. `seq` orders arrivals; `lane` is None for the root lane, else
     the id of the task whose worktree lane it claims."""
@@ -235,7 +236,7 @@ class Lease:
         return self.lane is None
 
 
-@dataclass(frozen=True)
+@value
 class WaitReason:
     """Why a waiting lease waits, as data: what kind of wait, for which lease and command, and
     since when this same reason has held."""

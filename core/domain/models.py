@@ -7,11 +7,11 @@ written to the ledger in a transaction, never an in-place mutation shared betwee
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from laneboard.core.domain.identity import Identity
+from laneboard.core.domain.values import field, value
 
 
 class TaskState(StrEnum):
@@ -65,7 +65,7 @@ class Actor(StrEnum):
     """The lane scheduler: a lease was requested, admitted or released."""
 
 
-@dataclass(frozen=True)
+@value
 class Repo:
     """A registered repository, keyed by the realpath of its common git dir, and found again
     after a move by the device/inode of that dir and its root commit."""
@@ -80,7 +80,7 @@ class Repo:
     root_commit: str | None = None
 
 
-@dataclass(frozen=True)
+@value
 class Task:
     """One ticket run and the ownership facts laneboard recorded about it.
 
@@ -126,7 +126,7 @@ class Task:
         return self.retired_at is None
 
 
-@dataclass(frozen=True)
+@value
 class Event:
     """One entry of the append-only journal."""
 
@@ -139,7 +139,7 @@ class Event:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+@value(frozen=False)
 class Relocation:
     """What was done when a registered repository was found again after it moved."""
 

@@ -11,11 +11,12 @@ are no panes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Protocol
 
+from laneboard.core.domain.values import field, value
 
-@dataclass(frozen=True)
+
+@value
 class PaneRef:
     """Where one agent runs. `host` is `local` until laneboard places tasks on other machines."""
 
@@ -28,7 +29,7 @@ class PaneRef:
     host: str = "local"
 
 
-@dataclass(frozen=True)
+@value
 class PaneState:
     """One pane as the runtime sees it right now."""
 
@@ -43,7 +44,7 @@ class PaneState:
     """When the pane's window last printed something (seconds since the epoch)."""
 
 
-@dataclass(frozen=True)
+@value
 class LaunchSpec:
     """An agent to start as a pane's own command (an argv, never a line typed into a shell)."""
 
@@ -54,7 +55,7 @@ class LaunchSpec:
     env: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@value
 class StopResult:
     """How stopping a pane ended."""
 

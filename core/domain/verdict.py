@@ -4,10 +4,10 @@ filesystem reads."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 
 from laneboard.core.domain.identity import Identity
+from laneboard.core.domain.values import value
 
 
 class Reason(StrEnum):
@@ -38,7 +38,7 @@ class Reason(StrEnum):
     """Device or inode of the worktree dir or `.git` differ from the pinned identity."""
 
 
-@dataclass(frozen=True)
+@value
 class Verdict:
     """The outcome of one verification. On acceptance it carries what was observed, so the
     caller can pin the identity and admin name right after creating a worktree."""

@@ -6,14 +6,13 @@ connection, a handle or a lock, so a worker thread can hand one to the UI thread
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from laneboard.core.domain.lanes import Lease
 from laneboard.core.domain.models import Event, Relocation, Repo, Task
+from laneboard.core.domain.values import field, value
 from laneboard.core.domain.verdict import Verdict
 
 
-@dataclass(frozen=True)
+@value
 class Commit:
     """A commit as ls, show and the board name it."""
 
@@ -23,7 +22,7 @@ class Commit:
     """Committer time, seconds since the epoch."""
 
 
-@dataclass(frozen=True)
+@value
 class GitState:
     """What a task's worktree and branch hold right now (one `git status` of the worktree; its
     branch against its target from the object store)."""
@@ -52,7 +51,7 @@ class GitState:
         )
 
 
-@dataclass(frozen=True)
+@value
 class LaneView:
     """One lane of a repo as the board shows it: what runs there and what waits for it."""
 
@@ -63,7 +62,7 @@ class LaneView:
     waiting: tuple[Lease, ...] = ()
 
 
-@dataclass(frozen=True)
+@value
 class LanesView:
     """Every lane of the repos asked for, with the machine-wide slot count and use."""
 
@@ -72,7 +71,7 @@ class LanesView:
     repos: tuple[tuple[Repo, tuple[LaneView, ...]], ...]
 
 
-@dataclass(frozen=True)
+@value
 class TaskView:
     """A task with the repo it belongs to and, when asked for, what it holds and does now."""
 
@@ -83,7 +82,7 @@ class TaskView:
     verdict: Verdict | None = None
 
 
-@dataclass(frozen=True)
+@value
 class RepoBoard:
     """One repository on the board: its lanes and its live tasks."""
 
@@ -95,7 +94,7 @@ class RepoBoard:
     shown from the ledger alone."""
 
 
-@dataclass(frozen=True)
+@value
 class BoardSnapshot:
     """Everything the board shows, read at one moment without writing anything."""
 
@@ -107,7 +106,7 @@ class BoardSnapshot:
     """The journal position this snapshot reflects; `changes(cursor)` continues from it."""
 
 
-@dataclass(frozen=True)
+@value
 class Changes:
     """What the journal recorded after a cursor: task events and lease transitions, in order."""
 
@@ -115,7 +114,7 @@ class Changes:
     cursor: int
 
 
-@dataclass(frozen=True)
+@value
 class Registration:
     """The outcome of registering a repository."""
 
@@ -125,7 +124,7 @@ class Registration:
     relocation: Relocation | None = None
 
 
-@dataclass(frozen=True)
+@value
 class Outcome:
     """A command that changed a task (or found nothing to change, `changed` False)."""
 
@@ -138,7 +137,7 @@ class Outcome:
     """What else the operator should hear (a repository found moved, what was kept)."""
 
 
-@dataclass(frozen=True)
+@value
 class Finding:
     """One disagreement between the ledger and the world (`laneboard doctor`).
 
@@ -157,7 +156,7 @@ class Finding:
         return self.fixed is not None and not self.fixed.startswith("not fixed")
 
 
-@dataclass(frozen=True)
+@value
 class ShimDir:
     """A task's bin directory of lane command shims."""
 

@@ -32,7 +32,6 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +61,7 @@ from laneboard.core.domain.lanes import Lease, LeaseKind, LeaseState
 from laneboard.core.domain.lifecycle import check_transition
 from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.domain.runtime import Runtime, pane_of
+from laneboard.core.domain.values import value
 from laneboard.core.domain.verdict import Reason
 from laneboard.core.operations.facts import (
     Observation,
@@ -203,7 +203,7 @@ def complete(
     return Discard(ctx, ledger, task, runtime, store, actor).run(first=None)
 
 
-@dataclass
+@value(frozen=False)
 class Discard:
     """One discard in progress, on the terms of its journalled intent."""
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from laneboard.core.adapters.config import Settings
@@ -24,6 +23,7 @@ from laneboard.core.adapters.verify import common_dir_of, verify_worktree
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.identity import Identity
 from laneboard.core.domain.lanes import Lease, LeaseKind
+from laneboard.core.domain.values import value
 
 UNSETTLED = ("new", "provisioning", "discarding")
 """States in which a task's worktree is being created or removed: no command may run there."""
@@ -33,7 +33,7 @@ class LaneRejected(LaneboardError):
     """The lane's worktree failed verification; nothing was run."""
 
 
-@dataclass(frozen=True)
+@value
 class LaneTarget:
     """Where a command runs: a repo's root lane or one task's worktree lane."""
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from laneboard.core.adapters import procs
@@ -31,6 +30,7 @@ from laneboard.core.domain.cleanup import BranchFacts, WorktreeFacts
 from laneboard.core.domain.lanes import LeaseState
 from laneboard.core.domain.models import Task
 from laneboard.core.domain.runtime import Runtime, agent_processes, pane_of
+from laneboard.core.domain.values import field, value
 from laneboard.core.operations.copies import unchanged_copies
 from laneboard.core.operations.provision import LOCK_PREFIX, branch_message
 
@@ -50,7 +50,7 @@ PER_WORKTREE_REFS = ("refs/worktree", "refs/bisect", "refs/rewritten")
 """Refs that live in a worktree's admin dir and go when it is removed."""
 
 
-@dataclass(frozen=True)
+@value
 class Observation:
     """What was seen of a task's worktree at one moment: the policy's facts, and the raw reads
     a snapshot is built from (so it describes exactly what was judged)."""

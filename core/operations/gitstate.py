@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from laneboard.core.adapters.git import StatusFacts, git_env, parse_status, run_git
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.models import Task
+from laneboard.core.domain.values import replace
 from laneboard.core.domain.views import Commit, GitState
 
 STATUS = ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all"]

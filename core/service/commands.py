@@ -7,13 +7,14 @@ Pure data: importing this module costs nothing (it is on the path of every `lane
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+from laneboard.core.domain.values import value
 
 ArgKind = Literal["positional", "optional-positional", "flag", "option", "rest"]
 
 
-@dataclass(frozen=True)
+@value
 class Arg:
     """One argument: a positional (`name`), an optional positional, a flag (`--force`), an
     option with a value (`--base REF`), or the rest of the line (`-- CMD ...`)."""
@@ -27,7 +28,7 @@ class Arg:
     """The option's value is a number of seconds (a float)."""
 
 
-@dataclass(frozen=True)
+@value
 class Command:
     """One command as the CLI and the board know it."""
 
