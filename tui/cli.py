@@ -375,7 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_exec(fast)  # type: ignore[arg-type]
         from laneboard.tui.parser import build
 
-        args = build(HANDLERS).parse_args(argv)
+        args = build(HANDLERS, words).parse_args(words)
         if args.subcommand is None:
             build(HANDLERS).print_help()
             return 0

@@ -12,7 +12,6 @@ import json
 import shlex
 import sys
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from laneboard.core.domain.lanes import Lease
@@ -39,7 +38,9 @@ def iso(at: float | None) -> str | None:
     """Seconds since the epoch as an ISO 8601 UTC timestamp."""
     if at is None:
         return None
-    return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    micros = round(at * 1_000_000)  # as datetime rounds; then cut to milliseconds as it does
+    seconds, millis = micros // 1_000_000, micros // 1000 % 1000
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
 
 
 def age(at: float | None, now: float | None = None) -> str:

@@ -5,7 +5,7 @@ every shim runs, reads its few options without it)."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from laneboard import __version__
@@ -46,12 +46,31 @@ def _add_command(
             target.add_argument(arg.name, nargs=argparse.REMAINDER, help=arg.help)
 
 
-def build(handlers: dict[str, Handler]) -> _Parser:
-    """The whole parser: one subcommand per declared command, each bound to its handler."""
+def _first_word(words: Sequence[str]) -> str | None:
+    """The first word that is neither a top-level option nor its value."""
+    after_option = False
+    for word in words:
+        if after_option:
+            after_option = False
+        elif word == "--repo":
+            after_option = True
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def build(handlers: dict[str, Handler], words: Sequence[str] = ()) -> _Parser:
+    """The parser: one subcommand per declared command, each bound to its handler.
+
+    When the first word of `words` that is not an option names a command, only that command's
+    subparser is built (building all of them costs more than a read command's real work); any
+    other command line (help, a typo, `--repo PATH` first) gets the whole parser, so what is
+    accepted and every message are the same either way."""
     top = _Parser(prog="laneboard", description="Supervise coding agents in parallel worktrees.")
     top.add_argument("--version", action="version", version=f"laneboard {__version__}")
     top.add_argument("--repo", metavar="PATH", help="the repository (default: the current one)")
     sub = top.add_subparsers(dest="subcommand", parser_class=_Parser, metavar="COMMAND")
-    for declared in COMMANDS:
+    wanted = [declared for declared in COMMANDS if declared.name == _first_word(words)]
+    for declared in wanted or COMMANDS:
         _add_command(sub, declared, handlers)
     return top

@@ -5,11 +5,12 @@ script or a second board), else in the platform's config dir. The repo file at t
 the user file section by section. A bad file is reported with its path and the offending field;
 nothing is guessed.
 
-The settings are plain frozen dataclasses validated by pydantic. `laneboard exec` runs for every
-shimmed command, so validation is remembered: a marker named by the hash of the merged settings
-(and of this module) in the state dir's cache says that exact content passed before, and then the
-dataclasses are built without importing pydantic at all. A changed file has another hash and is
-validated again.
+The settings are frozen value classes (`domain.values`); pydantic validates a file against
+stdlib dataclass twins derived from them (`_twin`), so each setting is declared once. `laneboard
+exec` runs for every shimmed command, so validation is remembered: a marker named by the hash of
+the merged settings (and of this module) in the state dir's cache says that exact content passed
+before, and then the settings are built without importing pydantic (or `dataclasses`) at all. A
+changed file has another hash and is validated again.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from __future__ import annotations
 import functools
 import json
 import os
-from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, get_type_hints
 
 from laneboard.core.domain.errors import ConfigError, LaneboardError
 from laneboard.core.domain.names import check_branch_prefix
+from laneboard.core.domain.values import asdict, field, fields, is_value, replace, value
 
 REPO_CONFIG_NAME = ".laneboard.toml"
 USER_CONFIG_NAME = "config.toml"
@@ -49,19 +50,15 @@ def _default_slots() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-@dataclass(frozen=True)
+@value
 class WorktreeSettings:
-    __pydantic_config__ = _STRICT
-
     area: Literal["inside", "sibling"] = "inside"
     """`inside`: `<root>/.worktrees/<name>`; `sibling`: `<root>/../<repo>.worktrees/<name>` (for
     tools such as Cargo that search parent directories for their config)."""
 
 
-@dataclass(frozen=True)
+@value
 class LaneSettings:
-    __pydantic_config__ = _STRICT
-
     slots: int = field(default_factory=_default_slots)
     """Machine-wide number of leases that may run at once. `LANEBOARD_SLOTS` overrides it."""
     repo_cap: int | None = None
@@ -70,10 +67,8 @@ class LaneSettings:
     """Commands routed through the task's lane by shims in the agent's PATH (`cargo`, `make` …)."""
 
 
-@dataclass(frozen=True)
+@value
 class ProvisionSettings:
-    __pydantic_config__ = _STRICT
-
     copy: tuple[str, ...] = ()
     """Untracked files (glob patterns relative to the root) copied into each new worktree."""
     setup: str | tuple[str, ...] | None = None
@@ -81,10 +76,8 @@ class ProvisionSettings:
     `/bin/sh -c`."""
 
 
-@dataclass(frozen=True)
+@value
 class CleanupSettings:
-    __pydantic_config__ = _STRICT
-
     rebuildable: tuple[str, ...] = DEFAULT_REBUILDABLE
     """Ignored files and directories that removal may delete because tools rebuild them."""
     trust_pid_namespace: bool = False
@@ -92,19 +85,15 @@ class CleanupSettings:
     it that may be working in a worktree, and refuses removal; true accepts that risk."""
 
 
-@dataclass(frozen=True)
+@value
 class AgentSettings:
-    __pydantic_config__ = _STRICT
-
     max_running: int = 4
     """Agent sessions that may run at once; further tasks wait in `queued`."""
 
 
-@dataclass(frozen=True)
+@value
 class Settings:
     """Everything laneboard reads from configuration, merged from user and repo files."""
-
-    __pydantic_config__ = _STRICT
 
     branch_prefix: str = "lb"
     """Task branches are `<branch_prefix>/<task name>`."""
@@ -125,8 +114,8 @@ class Settings:
 
 def home() -> Path | None:
     """`$LANEBOARD_HOME` if set: the one directory holding ledger and user config."""
-    value = os.environ.get("LANEBOARD_HOME")
-    return Path(value).expanduser() if value else None
+    named = os.environ.get("LANEBOARD_HOME")
+    return Path(named).expanduser() if named else None
 
 
 def state_dir() -> Path:
@@ -169,11 +158,11 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     merged = dict(base)
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
+    for key, given in over.items():
+        if isinstance(given, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], given)
         else:
-            merged[key] = value
+            merged[key] = given
     return merged
 
 
@@ -190,13 +179,16 @@ def _validate(data: dict[str, Any], source: str) -> Settings:
         else:
             built: Settings = _build(Settings, normalized)
             return built
+    import dataclasses
+
     from pydantic import TypeAdapter, ValidationError
 
     try:
-        settings = TypeAdapter(Settings).validate_python(data)
+        checked = TypeAdapter(_twin(Settings)).validate_python(data)
     except ValidationError as err:
         first = err.errors()[0]
         raise ConfigError(f"{source}: field {_where(first['loc'])}: {_plain(first)}") from None
+    settings: Settings = _build(Settings, dataclasses.asdict(checked))
     problem = _problem(settings)
     if problem:
         raise ConfigError(f"{source}: field {problem}")
@@ -249,12 +241,12 @@ def _plain(error: Any) -> str:
 
 def _problem(settings: Settings) -> str | None:
     """What pydantic's types cannot say: ranges, ref-name rules, plain command names."""
-    for where, value in (
+    for where, number in (
         ("lanes.slots", settings.lanes.slots),
         ("lanes.repo_cap", settings.lanes.repo_cap),
         ("agents.max_running", settings.agents.max_running),
     ):
-        if value is not None and value < 1:
+        if number is not None and number < 1:
             return f"{where}: must be at least 1"
     try:
         check_branch_prefix(settings.branch_prefix)
@@ -291,21 +283,44 @@ def _cache_marker(data: dict[str, Any]) -> Path | None:
     return state_dir() / "cache" / "config" / digest
 
 
+@functools.cache
+def _twin(cls: Any) -> Any:
+    """A stdlib dataclass with the fields, types and defaults of the value class `cls` (nested
+    settings by their twins), for pydantic to validate against; built only when validating."""
+    import dataclasses
+
+    hints = get_type_hints(cls)
+    specs: list[Any] = []
+    for item in fields(cls):
+        hint = hints[item.name]
+        if is_value(hint):
+            specs.append((item.name, _twin(hint), dataclasses.field(default_factory=_twin(hint))))
+        elif item.factory is not None:
+            specs.append((item.name, hint, dataclasses.field(default_factory=item.factory)))
+        elif item.required:
+            specs.append((item.name, hint))
+        else:
+            specs.append((item.name, hint, dataclasses.field(default=item.default)))
+    return dataclasses.make_dataclass(
+        cls.__name__, specs, frozen=True, namespace={"__pydantic_config__": _STRICT}
+    )
+
+
 def _build(cls: Any, data: dict[str, Any]) -> Any:
     """Rebuild settings from their validated, normalized JSON (lists become tuples, tables the
-    nested dataclasses), without pydantic."""
+    nested value classes), without pydantic."""
     hints = get_type_hints(cls)
     values: dict[str, Any] = {}
     for item in fields(cls):
         if item.name not in data:
             continue
-        value = data[item.name]
+        given = data[item.name]
         hint = hints[item.name]
-        if isinstance(value, dict) and is_dataclass(hint):
-            value = _build(hint, value)
-        elif isinstance(value, list):
-            value = tuple(value)
-        values[item.name] = value
+        if isinstance(given, dict) and is_value(hint):
+            given = _build(hint, given)
+        elif isinstance(given, list):
+            given = tuple(given)
+        values[item.name] = given
     return cls(**values)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from laneboard.core.adapters.config import Settings, _build, load_settings
+from laneboard.core.adapters.config import Settings, _build, _cache_marker, _validate, load_settings
 from laneboard.core.domain.errors import ConfigError
 from tests.conftest import REPO_ROOT
 
@@ -63,13 +64,17 @@ def test_cached_settings_equal_validated_ones(repo: Path) -> None:
     assert second.env == {"CARGO_TARGET_DIR": "/tmp/t"}
 
 
-def test_build_matches_pydantic_for_a_full_file() -> None:
+def test_remembered_settings_equal_the_validated_ones_for_a_full_file() -> None:
     import tomllib
 
-    from pydantic import TypeAdapter
-
     data = tomllib.loads(FULL)
-    assert _build(Settings, data) == TypeAdapter(Settings).validate_python(data)
+    validated = _validate(data, "full")
+    marker = _cache_marker(data)
+    assert marker is not None and marker.is_file()
+    remembered = _validate(data, "full")  # built from the marker, without pydantic
+    assert remembered == validated
+    assert remembered == _build(Settings, json.loads(marker.read_text()))
+    assert isinstance(remembered.lanes.wrap, tuple) and remembered.lanes.wrap
 
 
 def test_second_load_does_not_import_pydantic(repo: Path) -> None:
