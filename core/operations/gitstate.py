@@ -14,13 +14,15 @@ would run its config).
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from laneboard.core.adapters.git import StatusFacts, git_env, parse_status, run_git
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.models import Task
 from laneboard.core.domain.values import replace
+from laneboard.core.domain.verdict import Verdict
 from laneboard.core.domain.views import Commit, GitState
 
 STATUS = ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all"]
@@ -28,41 +30,49 @@ AT_ONCE = 8
 """At most this many `git status` run at the same time."""
 
 
-def git_states(ctx: RepoContext, tasks: Sequence[Task]) -> dict[str, GitState]:
-    """The `GitState` of each live task of `ctx`'s repository, by task id."""
+def git_states(
+    ctx: RepoContext, tasks: Sequence[Task], verdicts: Mapping[str, Verdict]
+) -> dict[str, GitState]:
+    """The `GitState` of each live task of `ctx`'s repository, by task id. `verdicts` holds each
+    live task's verification (the caller shows it too): only a verified worktree is read.
+
+    Up to `AT_ONCE` `git status` run at a time; the next starts as soon as the oldest is read."""
     states: dict[str, GitState] = {}
-    ready: list[Task] = []
+    ready: deque[Task] = deque()
     for task in tasks:
         if not task.live:
             continue
-        verdict = ctx.verify(task)
+        verdict = verdicts[task.id]
         if verdict.ok:
             ready.append(task)
         else:
             states[task.id] = GitState(present=False, problem=str(verdict))
-    for start in range(0, len(ready), AT_ONCE):
-        batch = ready[start : start + AT_ONCE]
-        running = [
-            subprocess.Popen(
-                ["git", *_upstream(task), *STATUS],
-                cwd=Path(task.worktree_path),
-                env=git_env(read=True),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+    running: deque[tuple[Task, subprocess.Popen[bytes]]] = deque()
+    while ready or running:
+        while ready and len(running) < AT_ONCE:
+            task = ready.popleft()
+            running.append((task, _start_status(task)))
+        task, proc = running.popleft()
+        out, err = proc.communicate()
+        if proc.returncode != 0:
+            problem = err.decode(errors="replace").strip().splitlines()
+            states[task.id] = GitState(
+                present=False, problem=problem[-1] if problem else "git status failed"
             )
-            for task in batch
-        ]
-        for task, proc in zip(batch, running, strict=True):
-            out, err = proc.communicate()
-            if proc.returncode != 0:
-                problem = err.decode(errors="replace").strip().splitlines()
-                states[task.id] = GitState(
-                    present=False, problem=problem[-1] if problem else "git status failed"
-                )
-                continue
-            states[task.id] = _state(parse_status(out.decode(errors="surrogateescape")))
+            continue
+        states[task.id] = _state(parse_status(out.decode(errors="surrogateescape")))
     _name_last_commits(ctx, states)
     return states
+
+
+def _start_status(task: Task) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        ["git", *_upstream(task), *STATUS],
+        cwd=Path(task.worktree_path),
+        env=git_env(read=True),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _upstream(task: Task) -> list[str]:

@@ -293,7 +293,8 @@ class Service:
     def _views(self, ctx: RepoContext, tasks: list[Task]) -> list[TaskView]:
         from laneboard.core.operations.gitstate import git_states
 
-        states = git_states(ctx, tasks)
+        verdicts = {task.id: ctx.verify(task) for task in tasks if task.live}
+        states = git_states(ctx, tasks, verdicts)
         lanes = {view.task_id: view for view in self._lane_views(ctx.repo, self._active())}
         return [
             TaskView(
@@ -301,7 +302,7 @@ class Service:
                 ctx.repo,
                 git=states.get(task.id),
                 lane=lanes.get(task.id) if task.live else None,
-                verdict=ctx.verify(task) if task.live else None,
+                verdict=verdicts.get(task.id),
             )
             for task in tasks
         ]
