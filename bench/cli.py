@@ -4,7 +4,8 @@ run (run by hand; figures in docs/cli.md).
     .venv/bin/python bench/cli.py [--tasks 50] [--runs 20]
 
 Creates a throwaway repository with TASKS provisioned tasks, then times, alternating, RUNS runs
-each of: `python -c pass` (the floor), `laneboard ls` (the real work: one `git status` per
+each of: `python -c pass` (the floor), the import of the standard library modules every
+command needs (`STDLIB_FLOOR`), `laneboard ls` (the real work: one `git status` per
 worktree, also timed on its own as `git status xN`), `laneboard show t0`, `laneboard lanes`,
 and `laneboard exec --lane t0 -- true`. Bytecode is written as for an installed laneboard
 (PYTHONDONTWRITEBYTECODE is unset). Prints medians and each command's ratio to the floor.
@@ -22,6 +23,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+STDLIB_FLOOR = "import argparse, contextlib, json, pathlib, signal, sqlite3, subprocess, threading"
+"""The standard library modules every laneboard command needs (the ledger is SQLite, paths are
+pathlib, commands run as subprocesses with their signals forwarded): what any Python CLI built
+this way pays before its first line of work."""
 LANEBOARD = [sys.executable, "-m", "laneboard"]
 
 
@@ -84,6 +89,7 @@ def main() -> None:
         worktrees = [repo / ".worktrees" / f"t{n}" for n in range(args.tasks)]
         commands = {
             "python -c pass": [sys.executable, "-c", "pass"],
+            "stdlib floor (imports only)": [sys.executable, "-c", STDLIB_FLOOR],
             f"laneboard ls ({args.tasks} tasks)": [*LANEBOARD, "ls"],
             "laneboard show t0": [*LANEBOARD, "show", "t0"],
             "laneboard lanes": [*LANEBOARD, "lanes"],

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from laneboard.core.domain.errors import LaneboardError, UsageError
 
@@ -39,6 +39,8 @@ class _Interrupted(KeyboardInterrupt):
     provisioning rolls back and leases are released before the process ends."""
 
 
+T = TypeVar("T")
+
 _OPENED: list[Service] = []
 """Services this invocation opened; `main` closes their connections when the command ends."""
 
@@ -55,18 +57,20 @@ def _where(args: argparse.Namespace) -> Path:
     return Path(args.repo or os.getcwd())
 
 
-def _where_or_all(service: Service, args: argparse.Namespace) -> Path | None:
-    """`--repo` or the cwd; None (every registered repo) when the cwd is in no repository and
-    `--repo` is absent."""
+def _here_or_all(
+    args: argparse.Namespace, call: Callable[[Path | None], T]
+) -> tuple[Path | None, T]:
+    """`call` on `--repo` or the cwd's repository; on every registered repo (None) when the
+    cwd is in no repository and `--repo` is absent. Returns what was asked and the answer."""
     from laneboard.core.service.app import NotARepository
 
     if args.repo:
-        return Path(args.repo)
+        return Path(args.repo), call(Path(args.repo))
+    here = Path.cwd()
     try:
-        service.repo(Path.cwd())
+        return here, call(here)
     except NotARepository:
-        return None
-    return Path.cwd()
+        return None, call(None)
 
 
 def _report(args: argparse.Namespace, done: Outcome, line: str, **extra: object) -> int:
@@ -127,8 +131,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
     service = _service()
     try:
-        where = _where_or_all(service, args)
-        views = service.tasks(where, include_retired=args.all)
+        where, views = _here_or_all(args, lambda at: service.tasks(at, include_retired=args.all))
     except NotRegistered as err:
         # Listing an unregistered repo is not an error: it simply has no tasks yet.
         if args.json:
@@ -223,7 +226,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from laneboard.tui import output
 
     service = _service()
-    report = service.doctor(_where_or_all(service, args), fix=args.fix)
+    _, report = _here_or_all(args, lambda at: service.doctor(at, fix=args.fix))
     findings = [(repo, f) for repo, found in report for f in found]
     if args.json:
         output.emit_json(output.findings_document(findings))
@@ -280,7 +283,7 @@ def cmd_lanes(args: argparse.Namespace) -> int:
     from laneboard.tui import output
 
     service = _service()
-    report = service.lanes(_where_or_all(service, args))
+    _, report = _here_or_all(args, service.lanes)
     if args.json:
         output.emit_json(output.lanes_document(report))
     else:

@@ -177,9 +177,7 @@ class Database:
             self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             self.conn.execute("PRAGMA foreign_keys = ON")
             self._check_version()
-            mode = self.conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if mode.lower() != "wal":
-                raise LedgerError(f"the ledger {path} cannot use WAL mode (got {mode})")
+            self._use_wal()
             self._migrate()
         except sqlite3.DatabaseError as err:
             self.conn.close()
@@ -192,6 +190,27 @@ class Database:
 
     def close(self) -> None:
         self.conn.close()
+
+    def _use_wal(self) -> None:
+        """Put the file in WAL mode (once: the mode is kept in the file). Switching takes an
+        exclusive lock and SQLite answers "database is locked" at once, without its busy
+        handler, when another connection opens the new file at the same moment: retry until
+        the busy timeout."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            mode = self.conn.execute("PRAGMA journal_mode").fetchone()[0]
+            if mode.lower() == "wal":
+                return
+            try:
+                mode = self.conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            except sqlite3.OperationalError as err:
+                if "locked" not in str(err) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.005)
+                continue
+            if mode.lower() != "wal":
+                raise LedgerError(f"the ledger {self.path} cannot use WAL mode (got {mode})")
+            return
 
     def data_version(self) -> int:
         """A number that changes when another connection commits a change to the file: a cheap

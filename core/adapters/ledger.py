@@ -9,7 +9,7 @@ deleted: triggers make the journal append-only and forbid deleting tasks.
 from __future__ import annotations
 
 import json
-import secrets
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -42,7 +42,7 @@ class NotOwner(LaneboardError):
 
 def new_task_id() -> str:
     """A stable task id, independent of the (reusable) name."""
-    return secrets.token_hex(6)
+    return os.urandom(6).hex()  # what secrets.token_hex does, without importing hmac
 
 
 def _task_from_row(row: sqlite3.Row) -> Task:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,33 @@ def test_claim_is_a_compare_and_swap_on_the_owner(ledger: Ledger) -> None:
     task = ledger.insert_task(fields, Actor.CLI, {})
     assert ledger.claim(task.id, 999999, 1) is True
     assert ledger.claim(task.id, 999999, 1) is False  # a second doctor saw the same dead owner
+
+
+def test_many_connections_opening_a_new_ledger_at_once_all_succeed(tmp_path: Path) -> None:
+    """Was broken: the switch to WAL mode answered "database is locked" at once (SQLite does not
+    wait for it) when two processes opened a fresh ledger together, e.g. two shims' `exec`."""
+    from laneboard.core.adapters.db import Database
+
+    for round_ in range(40):
+        path = tmp_path / f"ledger-{round_}.sqlite3"
+        barrier = threading.Barrier(8)
+        failures: list[BaseException] = []
+
+        def open_once(
+            path: Path = path,
+            barrier: threading.Barrier = barrier,
+            failures: list[BaseException] = failures,
+        ) -> None:
+            barrier.wait()
+            try:
+                Database(path).close()
+            except BaseException as err:  # noqa: BLE001 - reported by the assertion below
+                failures.append(err)
+
+        threads = [threading.Thread(target=open_once) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert failures == []
+        assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
