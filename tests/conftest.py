@@ -14,12 +14,16 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis.configuration import set_hypothesis_home_dir
+
+if TYPE_CHECKING:
+    from tests.procs import Pause
 
 # Tests never write into the checkout: hypothesis keeps its examples and caches in a temporary
 # directory, and no module of the checkout gets a `__pycache__` (subprocesses inherit the
@@ -169,3 +173,21 @@ def cli(repo: Path):  # type: ignore[no-untyped-def]
         return run_cli(*args, cwd=cwd or repo, env=env, process=process)
 
     return run
+
+
+@pytest.fixture
+def pause(tmp_path: Path) -> Iterator[Callable[[str], Pause]]:
+    """`pause(point)`: a `tests.procs.Pause` holding a process at that checkpoint; all are
+    released when the test ends."""
+    from tests.procs import Pause
+
+    made: list[Pause] = []
+
+    def at(point: str) -> Pause:
+        held = Pause(tmp_path / f"pause-{len(made)}", point)
+        made.append(held)
+        return held
+
+    yield at
+    for held in made:
+        held.close()

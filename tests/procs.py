@@ -21,6 +21,25 @@ from tests.conftest import REPO_ROOT
 
 AGENT = str(REPO_ROOT / "tests" / "fakes" / "agent.py")
 DEADLINE = 30.0
+LANEBOARD = [sys.executable, "-P", "-m", "laneboard"]
+"""A real laneboard process, run from this checkout (`-P`: never from the test's cwd)."""
+
+
+def laneboard_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The test's (isolated) environment for a laneboard process, plus `env`."""
+    return {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
+
+
+def started(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    """`laneboard ARGS` running in the background, its output captured as text."""
+    return subprocess.Popen(
+        [*LANEBOARD, *args],
+        cwd=cwd,
+        env=laneboard_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 class Spawned:
@@ -29,9 +48,9 @@ class Spawned:
     def __init__(self, args: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
         self.args = args
         self.proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "laneboard", *args],
+            [*LANEBOARD, *args],
             cwd=cwd,
-            env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})},
+            env=laneboard_env(env),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

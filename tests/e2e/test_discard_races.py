@@ -9,15 +9,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from laneboard.core.adapters import procs
-from tests.conftest import REPO_ROOT, git, is_ancestor
-from tests.procs import Pause
+from tests.conftest import git, is_ancestor
+from tests.procs import started
 
 NAME = "t"
 
@@ -52,47 +50,26 @@ def worktree(repo: Path, cli) -> Path:
     return Path(str(_show(cli)["worktree_path"]))
 
 
-@pytest.fixture
-def paused(tmp_path: Path) -> Iterator[object]:
-    made: list[Pause] = []
-
-    def make(point: str) -> Pause:
-        pause = Pause(tmp_path / f"pause-{len(made)}", point)
-        made.append(pause)
-        return pause
-
-    yield make
-    for pause in made:
-        pause.close()
-
-
 def _discard(repo: Path, *args: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-P", "-m", "laneboard", "discard", NAME, *args],
-        cwd=repo,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return started(["discard", NAME, *args], repo, env)
 
 
 def test_retain_during_a_discard_is_refused_and_the_discard_finishes(
-    repo: Path, cli, worktree: Path, paused
+    repo: Path, cli, worktree: Path, pause
 ) -> None:
     """Was lost: `retain` was accepted while a discard ran (any caller could move `discarding`
     on); the discard then failed half-way, worktree and branch gone, and `restore` refused
     because the task was "live". Now only the owner moves a task that is `discarding`."""
     (worktree / "wip.txt").write_text("work in progress\n")
-    pause = paused("discard.after_quarantine")
-    running = _discard(repo, "--force", env=pause.env)
-    pause.reached()
+    held = pause("discard.after_quarantine")
+    running = _discard(repo, "--force", env=held.env)
+    held.reached()
     assert _show(cli)["state"] == "discarding"
     retained = cli("retain", NAME)
     assert retained.code == 1
     assert f"is discarding by process {running.pid}" in retained.err
     assert cli("discard", NAME, "--force").code == 1  # nor may a second discard take over
-    pause.go()
+    held.go()
     _, err = running.communicate(timeout=30)
     assert running.returncode == 0, err
     assert _show(cli)["state"] == "discarded"
@@ -101,33 +78,33 @@ def test_retain_during_a_discard_is_refused_and_the_discard_finishes(
 
 
 def test_a_writer_that_uses_the_old_path_fails_instead_of_losing_its_file(
-    repo: Path, cli, worktree: Path, paused
+    repo: Path, cli, worktree: Path, pause
 ) -> None:
     """Was lost: a process writing into the worktree without having its cwd or a file open
     there (an editor's save, a watcher) lost files written after the last snapshot pass. Now the
     worktree is moved to a quarantine name first: writes by the old path fail."""
-    pause = paused("discard.after_quarantine")
-    running = _discard(repo, env=pause.env)
-    pause.reached()
+    held = pause("discard.after_quarantine")
+    running = _discard(repo, env=held.env)
+    held.reached()
     assert not worktree.exists()
     with pytest.raises(FileNotFoundError):
         (worktree / "late.txt").write_text("written by path during the discard\n")
-    pause.go()
+    held.go()
     assert running.wait(timeout=30) == 0
 
 
 def test_a_file_written_into_the_quarantine_before_removal_is_saved_or_kept(
-    repo: Path, cli, worktree: Path, paused
+    repo: Path, cli, worktree: Path, pause
 ) -> None:
     """Even a writer that finds the quarantine loses nothing: with nothing lifted, git removes
     without --force and refuses, the discard looks again, and without --force the new file
     stops it (the worktree goes back, the task is retained)."""
-    pause = paused("discard.before_remove")
-    running = _discard(repo, env=pause.env)
-    pause.reached()
+    held = pause("discard.before_remove")
+    running = _discard(repo, env=held.env)
+    held.reached()
     quarantine = next(Path(repo, ".worktrees").glob(".discarding-*"))
     (quarantine / "late.txt").write_text("written just before removal\n")
-    pause.go()
+    held.go()
     _, err = running.communicate(timeout=30)
     assert running.returncode == 1
     assert "untracked file: late.txt" in err
@@ -138,15 +115,15 @@ def test_a_file_written_into_the_quarantine_before_removal_is_saved_or_kept(
 
 
 def test_with_force_a_file_written_just_before_removal_gets_a_fresh_snapshot(
-    repo: Path, cli, worktree: Path, paused
+    repo: Path, cli, worktree: Path, pause
 ) -> None:
     (worktree / "first.txt").write_text("lifted by --force\n")
-    pause = paused("discard.after_snapshot")
-    running = _discard(repo, "--force", env=pause.env)
-    pause.reached()
+    held = pause("discard.after_snapshot")
+    running = _discard(repo, "--force", env=held.env)
+    held.reached()
     quarantine = next(Path(repo, ".worktrees").glob(".discarding-*"))
     (quarantine / "late.txt").write_text("written after the first snapshot\n")
-    pause.go()
+    held.go()
     _, err = running.communicate(timeout=30)
     assert running.returncode == 0, err
     newest = _snapshots(repo)[-1]

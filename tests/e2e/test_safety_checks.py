@@ -8,14 +8,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, git
-from tests.procs import Pause, Spawned, exec_agent
+from tests.conftest import git
+from tests.procs import Spawned, exec_agent, started
 
 NAME = "t"
 
@@ -26,29 +24,8 @@ def worktree(repo: Path, cli) -> Path:
     return repo / ".worktrees" / NAME
 
 
-@pytest.fixture
-def pause(tmp_path: Path) -> Iterator[object]:
-    made: list[Pause] = []
-
-    def at(point: str) -> Pause:
-        held = Pause(tmp_path / f"pause-{len(made)}", point)
-        made.append(held)
-        return held
-
-    yield at
-    for held in made:
-        held.close()
-
-
 def _discard(repo: Path, *args: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-P", "-m", "laneboard", "discard", NAME, *args],
-        cwd=repo,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return started(["discard", NAME, *args], repo, env)
 
 
 def _quarantine(repo: Path) -> Path:
