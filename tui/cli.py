@@ -23,13 +23,15 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from laneboard.core.domain.errors import LaneboardError, UsageError
+from laneboard.core.domain.models import Task, TaskState
 
 if TYPE_CHECKING:
     import argparse
 
     from laneboard.core.domain.lanes import Lease
-    from laneboard.core.domain.views import Outcome
+    from laneboard.core.domain.views import Outcome, TaskView
     from laneboard.core.service.app import Service
+    from laneboard.sessions.tmux import TmuxRuntime
 
 Handler = Callable[["argparse.Namespace"], int]
 
@@ -48,7 +50,14 @@ _OPENED: list[Service] = []
 def _service() -> Service:
     from laneboard.core.service.app import Service
 
-    service = Service(on_notice=lambda line: print(f"laneboard: {line}", file=sys.stderr))
+    def runtime() -> TmuxRuntime:
+        from laneboard.sessions.tmux import TmuxRuntime
+
+        return TmuxRuntime(Service.tmux_socket())
+
+    service = Service(
+        runtime=runtime, on_notice=lambda line: print(f"laneboard: {line}", file=sys.stderr)
+    )
     _OPENED.append(service)
     return service
 
@@ -115,14 +124,136 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _command(args: argparse.Namespace) -> list[str] | None:
+    import shlex
+
+    if not args.agent_command:
+        return None
+    if args.agent:
+        raise UsageError("give --agent or --cmd, not both")
+    try:
+        words = shlex.split(args.agent_command)
+    except ValueError as err:
+        raise UsageError(f"--cmd: {err}") from None
+    if not words:
+        raise UsageError("--cmd: an empty command")
+    return words
+
+
+def _started_line(task: Task) -> str:
+    if task.state is TaskState.QUEUED:
+        return "queued: agents.max_running agents run already; it starts when one ends"
+    where = f" in pane {task.tmux_pane}" if task.tmux_pane else ""
+    return f"{task.state.value}{where} at {task.worktree_path} on {task.branch}"
+
+
 def cmd_new(args: argparse.Namespace) -> int:
-    if not args.no_start:
-        raise UsageError("starting an agent is not available yet; pass --no-start")
+    if args.no_start and (args.agent or args.agent_command or args.prompt):
+        raise UsageError("--no-start starts no agent: drop --agent, --cmd and --prompt")
     done = _service().new(
-        _where(args), args.name, base=args.base, on_wait=_print_wait, on_output=_print_output
+        _where(args),
+        args.name,
+        base=args.base,
+        start=not args.no_start,
+        agent=args.agent,
+        command=_command(args),
+        prompt=args.prompt,
+        on_wait=_print_wait,
+        on_output=_print_output,
     )
-    task = done.task
-    return _report(args, done, f"{task.state.value} at {task.worktree_path} on {task.branch}")
+    return _report(args, done, _started_line(done.task))
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    done = _service().start(
+        _where(args), args.name, agent=args.agent, command=_command(args), prompt=args.prompt
+    )
+    return _report(args, done, _started_line(done.task))
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    argv = _service().attach(_where(args), args.name)
+    if argv is None:
+        return 0
+    env = {key: value for key, value in os.environ.items() if key != "TMUX"}
+    os.execvpe(argv[0], argv, env)
+
+
+def cmd_send(args: argparse.Namespace) -> int:
+    done = _service().send(
+        _where(args), args.name, args.text, when_idle=args.when_idle, timeout=args.timeout
+    )
+    return _report(args, done, "sent")
+
+
+def cmd_shell(args: argparse.Namespace) -> int:
+    pane = _service().shell(_where(args), args.name)
+    print(f"{args.name}: shell in pane {pane.pane_id}")
+    return 0
+
+
+def _each_or_one(
+    args: argparse.Namespace,
+    states: tuple[TaskState, ...],
+    act: Callable[[Service], Callable[[Path | str | int, str], Outcome]],
+    verb: str,
+) -> int:
+    """`pause`/`resume` of one named task, or with `--all` of every task in `states` (of the
+    repository here, or of all when there is none); one line per task changed."""
+    service = _service()
+    if args.all == bool(args.name):
+        raise UsageError("name a task or give --all")
+    if args.name:
+        done = act(service)(_where(args), args.name)
+        return _report(args, done, f"{verb}" if done.changed else f"already {verb}; nothing to do")
+    _, found = _here_or_all(args, lambda at: service.each(at, states))
+    failed = 0
+    for repo_id, task in found:
+        try:
+            done = act(service)(repo_id, task.id)
+            if done.changed:
+                print(f"{task.name}: {verb}")
+        except LaneboardError as err:
+            failed += 1
+            print(f"laneboard: {task.name}: {err}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    return _each_or_one(args, (TaskState.RUNNING,), lambda s: s.pause, "paused")
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    # --all: paused tasks, and running ones whose pane is gone (a running agent is left as is)
+    return _each_or_one(args, (TaskState.PAUSED, TaskState.RUNNING), lambda s: s.resume, "resumed")
+
+
+def cmd_signal(args: argparse.Namespace) -> int:
+    task = args.task or os.environ.get("LANEBOARD_TASK")
+    if not task:
+        raise UsageError("--task ID is needed outside a laneboard pane")
+    if not args.state:
+        raise UsageError("--state is needed: working, waiting, idle or done")
+    _service().signal(task, args.state)
+    return 0
+
+
+def cmd_supervise(args: argparse.Namespace) -> int:
+    from laneboard.core.service.app import Cancel
+
+    service = _service()
+    cancel = Cancel()
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(signum, lambda *_: cancel.cancel())
+    interval = args.interval or 1.0
+
+    def changed(task: Task) -> None:
+        print(f"{task.name}: {task.state.value} {task.agent_state or ''}".rstrip(), flush=True)
+
+    service.supervise(
+        interval=interval, cancel=cancel, on_change=changed, rounds=1 if args.once else None
+    )
+    return 0
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
@@ -151,12 +282,13 @@ def cmd_ls(args: argparse.Namespace) -> int:
             v.task.state.value,
             output.git_text(v.git),
             output.commit_text(v.git),
+            output.agent_text(v),
             output.lane_text(v.lane),
             *([] if where is not None else [v.repo.root]),
         ]
         for v in views
     ]
-    headers = ["NAME", "STATE", "WORKTREE", "LAST COMMIT", "LANE"]
+    headers = ["NAME", "STATE", "WORKTREE", "LAST COMMIT", "AGENT", "LANE"]
     print(output.table(rows, headers + ([] if where is not None else ["REPO"])))
     return 0
 
@@ -179,6 +311,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         lines += [
             ("holds", output.git_text(view.git)),
             ("last commit", output.commit_text(view.git) or "(none)"),
+            ("agent", _agent_line(view)),
             ("lane", output.lane_text(view.lane)),
             ("health", str(view.verdict) if view.verdict else ""),
         ]
@@ -190,6 +323,22 @@ def cmd_show(args: argparse.Namespace) -> int:
     for key, value in lines:
         print(f"{key + ':':<14}{value}".rstrip())
     return 0
+
+
+def _agent_line(view: TaskView) -> str:
+    from laneboard.tui import output
+
+    task = view.task
+    if task.agent_profile is None:
+        return "(none: `laneboard start` starts one)"
+    parts = [task.agent_profile]
+    if view.agent is not None:
+        parts.append(output.agent_text(view))
+    if task.tmux_pane:
+        parts.append(f"pane {task.tmux_pane}")
+    if task.conversation_id:
+        parts.append(f"conversation {task.conversation_id}")
+    return ", ".join(parts)
 
 
 def cmd_log(args: argparse.Namespace) -> int:
@@ -320,8 +469,18 @@ HANDLERS: dict[str, Handler] = {
     "exec": cmd_exec,
     "lanes": cmd_lanes,
     "shims": cmd_shims,
+    "start": cmd_start,
+    "attach": cmd_attach,
+    "send": cmd_send,
+    "shell": cmd_shell,
+    "pause": cmd_pause,
+    "resume": cmd_resume,
+    "signal": cmd_signal,
+    "supervise": cmd_supervise,
 }
-CHANGES = frozenset({"init", "new", "retain", "discard", "restore", "doctor", "verify"})
+CHANGES = frozenset(
+    {"init", "new", "start", "pause", "resume", "retain", "discard", "restore", "doctor", "verify"}
+)
 """Commands during which SIGTERM and SIGHUP unwind like Ctrl-C (rollback, lease release)."""
 
 

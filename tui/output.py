@@ -14,6 +14,7 @@ import sys
 import time
 from typing import Any
 
+from laneboard.core.domain.agents import AgentState, State
 from laneboard.core.domain.lanes import Lease
 from laneboard.core.domain.models import Event, Repo, Task
 from laneboard.core.domain.verdict import Verdict
@@ -74,6 +75,9 @@ def task_fields(task: Task, repo: Repo) -> dict[str, Any]:
         "worktree_admin_name": task.admin_name,
         "worktree_created_by_us": task.worktree_created_by_us,
         "identity": task.identity.as_dict() if task.identity else None,
+        "agent_profile": task.agent_profile,
+        "conversation_id": task.conversation_id,
+        "pane": pane_json(task),
         "reviewed_sha": task.reviewed_sha,
         "finalized_sha": task.finalized_sha,
         "disposition": task.disposition.value if task.disposition else None,
@@ -81,6 +85,33 @@ def task_fields(task: Task, repo: Repo) -> dict[str, Any]:
         "updated_at": iso(task.updated_at),
         "retired_at": iso(task.retired_at),
     }
+
+
+def pane_json(task: Task) -> dict[str, Any] | None:
+    if not task.tmux_pane:
+        return None
+    return {
+        "socket": task.tmux_socket,
+        "session_id": task.tmux_session,
+        "window_id": task.tmux_window,
+        "pane_id": task.tmux_pane,
+    }
+
+
+def agent_json(state: State | None) -> dict[str, Any] | None:
+    if state is None:
+        return None
+    return {"state": state.state.value, "exit_code": state.code, "source": state.source}
+
+
+def agent_text(view: TaskView) -> str:
+    """What the agent does now (`working`, `exited(1)`, `runtime lost`) for a running task;
+    for another, what was last recorded (`paused`, `exited(0)`); empty without an agent."""
+    if view.agent is None:
+        return view.task.agent_state or "" if view.task.live else ""
+    if view.agent.state is AgentState.LOST:
+        return "runtime lost"
+    return str(view.agent)
 
 
 def git_json(state: GitState | None) -> dict[str, Any] | None:
@@ -129,6 +160,7 @@ def task_view_json(view: TaskView) -> dict[str, Any]:
         "git": git_json(view.git),
         "lane": lane_json(view.lane),
         "verification": verdict_fields(view.verdict) if view.verdict else None,
+        "agent": agent_json(view.agent),
     }
 
 

@@ -89,6 +89,17 @@ class CleanupSettings:
 class AgentSettings:
     max_running: int = 4
     """Agent sessions that may run at once; further tasks wait in `queued`."""
+    default: str = "claude"
+    """The profile `new` starts when neither `--agent` nor `--cmd` is given."""
+    tmux_socket: str | None = None
+    """The tmux server for agents: a socket name or path (default: the user's default server;
+    `LANEBOARD_TMUX_SOCKET` overrides)."""
+    stop_grace: float = 10.0
+    """Seconds an agent has to quit after SIGTERM (pause, retain) before its processes are
+    killed."""
+    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """`[agents.profiles.<name>]`: fields that override a built-in profile, or a new profile
+    (`command` required); see `core.domain.agents.Profile`."""
 
 
 @value
@@ -248,6 +259,14 @@ def _problem(settings: Settings) -> str | None:
     ):
         if number is not None and number < 1:
             return f"{where}: must be at least 1"
+    from laneboard.core.domain.agents import profiles
+
+    try:
+        profiles(settings.agents.profiles)
+    except ValueError as err:
+        return f"agents.profiles.{err}"
+    if settings.agents.default not in profiles(settings.agents.profiles):
+        return f"agents.default: no profile named {settings.agents.default!r}"
     try:
         check_branch_prefix(settings.branch_prefix)
     except LaneboardError as err:

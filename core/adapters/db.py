@@ -127,6 +127,22 @@ MIGRATIONS: Sequence[str] = (
     """
     ALTER TABLE tasks ADD COLUMN target TEXT;
     """,
+    # 6: the agent runtime: the pinned conversation, what the agent was started with, the state
+    # the controller last recorded; and the one controller.
+    """
+    ALTER TABLE tasks ADD COLUMN conversation_id TEXT;
+    ALTER TABLE tasks ADD COLUMN agent_prompt TEXT;
+    ALTER TABLE tasks ADD COLUMN agent_state TEXT;
+    ALTER TABLE tasks ADD COLUMN agent_exit INTEGER;
+    ALTER TABLE tasks ADD COLUMN agent_started_at REAL;
+    ALTER TABLE tasks ADD COLUMN tmux_server_pid INTEGER;
+    CREATE TABLE controller (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        pid INTEGER NOT NULL,
+        start INTEGER,
+        since REAL NOT NULL
+    );
+    """,
 )
 
 

@@ -97,6 +97,10 @@ class Cancel:
     def cancelled(self) -> bool:
         return self._set.is_set()
 
+    def wait(self, timeout: float) -> bool:
+        """Sleep up to `timeout` seconds; True (at once) when cancelled."""
+        return self._set.wait(timeout)
+
     def fileno(self) -> int:
         return self._read
 

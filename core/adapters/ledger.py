@@ -350,6 +350,35 @@ class Ledger:
 
     # --- snapshots -----------------------------------------------------------------------
 
+    def claim_controller(self, pid: int, start: int | None) -> int | None:
+        """Become the one controller (DESIGN.md section 9): None when this process now holds
+        it, else the pid of the live process that does. A holder that died is replaced."""
+        with self.transaction() as db:
+            row = db.execute("SELECT pid, start FROM controller WHERE id = 1").fetchone()
+            if row is not None and row["pid"] != pid and procs.alive(row["pid"], row["start"]):
+                holder: int = row["pid"]
+                return holder
+            db.execute(
+                "INSERT INTO controller (id, pid, start, since) VALUES (1, ?, ?, ?) "
+                "ON CONFLICT (id) DO UPDATE SET pid = excluded.pid, start = excluded.start, "
+                "since = excluded.since",
+                (pid, start, time.time()),
+            )
+        return None
+
+    def release_controller(self, pid: int) -> None:
+        """Give the controller up, if this process holds it."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM controller WHERE id = 1 AND pid = ?", (pid,))
+
+    def controller(self) -> int | None:
+        """The pid of the live controller, if one runs."""
+        row = self.db.execute("SELECT pid, start FROM controller WHERE id = 1").fetchone()
+        if row is None or not procs.alive(row["pid"], row["start"]):
+            return None
+        holder: int = row["pid"]
+        return holder
+
     def add_snapshot(
         self,
         task_id: str,

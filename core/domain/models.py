@@ -119,6 +119,17 @@ class Task:
     retired_at: float | None = None
     owner_pid: int | None = None
     owner_start: int | None = None
+    conversation_id: str | None = None
+    """The agent's conversation, pinned at launch or captured from its first hook event;
+    `resume` continues exactly this one."""
+    agent_prompt: str | None = None
+    """The first prompt, kept until the agent has been given it (a queued task)."""
+    agent_state: str | None = None
+    """The agent sub-state the controller last recorded (`working`, `waiting`, `exited(1)`)."""
+    agent_exit: int | None = None
+    agent_started_at: float | None = None
+    tmux_server_pid: int | None = None
+    """The tmux server's pid when the pane was made: a restarted server reuses pane ids."""
 
     @property
     def live(self) -> bool:

@@ -10,9 +10,10 @@ are no panes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Protocol
 
+from laneboard.core.domain.models import Task
 from laneboard.core.domain.values import field, value
 
 
@@ -26,6 +27,9 @@ class PaneRef:
     """The tmux socket (None: the user's default server)."""
     session_id: str | None = None
     window_id: str | None = None
+    server_pid: int | None = None
+    """The tmux server's pid: with the ids, it tells a pane from one a restarted server gave
+    the same id."""
     host: str = "local"
 
 
@@ -45,6 +49,18 @@ class PaneState:
 
 
 @value
+class Shims:
+    """Lane command shims the runtime writes before a launch (`sessions.shims`): `commands`
+    of task `task_id` in `directory`, which the pane's PATH starts with."""
+
+    task_id: str
+    task_name: str
+    root: str
+    commands: tuple[str, ...]
+    directory: str
+
+
+@value
 class LaunchSpec:
     """An agent to start as a pane's own command (an argv, never a line typed into a shell)."""
 
@@ -53,6 +69,9 @@ class LaunchSpec:
     session: str
     window: str
     env: Mapping[str, str] = field(default_factory=dict)
+    pane: PaneRef | None = None
+    """Start it again in this pane (resume) when the pane is still there; else a new window."""
+    shims: Shims | None = None
 
 
 @value
@@ -78,12 +97,29 @@ class Runtime(Protocol):
         """The last `lines` lines of the pane's screen."""
         ...
 
+    def capture_many(self, panes: Iterable[PaneRef], lines: int) -> dict[str, str]:
+        """The last lines of several panes' screens, by pane id, in one call."""
+        ...
+
+    def history(self, pane: PaneRef) -> str:
+        """The pane's whole scrollback and screen (saved to the journal on pause)."""
+        ...
+
     def send_text(self, pane: PaneRef, text: str, *, enter: bool) -> None:
         """Type `text` (literally) into the pane, then Enter as its own key when `enter`."""
         ...
 
     def stop(self, pane: PaneRef, timeout: float) -> StopResult:
         """Stop the pane's agent and wait up to `timeout` seconds for it to exit. Idempotent."""
+        ...
+
+    def attach_argv(self, pane: PaneRef) -> list[str] | None:
+        """Show the pane to the operator: switch their tmux client to it (None), or the argv
+        that attaches a terminal to it."""
+        ...
+
+    def shell(self, beside: PaneRef, cwd: str, env: Mapping[str, str]) -> PaneRef:
+        """A plain shell pane beside `beside` (the existing one, or a new one)."""
         ...
 
 
@@ -99,23 +135,56 @@ class NoRuntime:
     def capture(self, pane: PaneRef, lines: int) -> str:
         return ""
 
+    def capture_many(self, panes: Iterable[PaneRef], lines: int) -> dict[str, str]:
+        return {}
+
+    def history(self, pane: PaneRef) -> str:
+        return ""
+
     def send_text(self, pane: PaneRef, text: str, *, enter: bool) -> None:
         raise NotImplementedError("no agent runtime is wired")
 
     def stop(self, pane: PaneRef, timeout: float) -> StopResult:
         return StopResult(stopped=True, detail="no runtime")
 
+    def attach_argv(self, pane: PaneRef) -> list[str] | None:
+        raise NotImplementedError("no agent runtime is wired")
 
-def pane_of(task_pane: str | None, socket: str | None) -> PaneRef | None:
-    """The pane ref the ledger recorded for a task (None: it has no pane)."""
-    return PaneRef(pane_id=task_pane, socket=socket) if task_pane else None
+    def shell(self, beside: PaneRef, cwd: str, env: Mapping[str, str]) -> PaneRef:
+        raise NotImplementedError("no agent runtime is wired")
+
+
+def pane_of(task: Task) -> PaneRef | None:
+    """The pane the ledger recorded for a task (None: it has none)."""
+    if not task.tmux_pane:
+        return None
+    return PaneRef(
+        task.tmux_pane, task.tmux_socket, task.tmux_session, task.tmux_window, task.tmux_server_pid
+    )
+
+
+def same_pane(recorded: PaneRef, seen: PaneState) -> bool:
+    """`seen` is the pane laneboard recorded, not another that a new server gave the same id:
+    same socket, server, session and window."""
+    return (
+        seen.ref.socket == recorded.socket
+        and seen.ref.server_pid == recorded.server_pid
+        and seen.ref.session_id == recorded.session_id
+        and seen.ref.window_id == recorded.window_id
+    )
+
+
+def pane_state(runtime: Runtime, pane: PaneRef | None) -> PaneState | None:
+    """The recorded pane as the runtime sees it now; None when it is gone (or is another)."""
+    if pane is None:
+        return None
+    seen = runtime.snapshot().get(pane.pane_id)
+    return seen if seen is not None and same_pane(pane, seen) else None
 
 
 def agent_processes(runtime: Runtime, pane: PaneRef | None) -> list[str]:
     """Live processes of a task's pane (`pid 42 (claude)`), for the "agent running" blocker."""
-    if pane is None:
-        return []
-    state = runtime.snapshot().get(pane.pane_id)
+    state = pane_state(runtime, pane)
     if state is None or not state.alive:
         return []
     return [f"pid {state.pid} ({state.command or 'agent'})"]

@@ -6,6 +6,7 @@ connection, a handle or a lock, so a worker thread can hand one to the UI thread
 
 from __future__ import annotations
 
+from laneboard.core.domain.agents import State
 from laneboard.core.domain.lanes import Lease
 from laneboard.core.domain.models import Event, Relocation, Repo, Task
 from laneboard.core.domain.values import field, value
@@ -80,6 +81,8 @@ class TaskView:
     git: GitState | None = None
     lane: LaneView | None = None
     verdict: Verdict | None = None
+    agent: State | None = None
+    """What its agent is doing now (working, waiting, idle, exited, lost), if it has a pane."""
 
 
 @value

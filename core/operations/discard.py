@@ -86,7 +86,7 @@ discard gives up and leaves the task retained."""
 def retain(ctx: RepoContext, ledger: Ledger, task: Task, runtime: Runtime, actor: Actor) -> Task:
     """Stop the agent (if one runs) and keep worktree and branch exactly as they are."""
     check_transition(task.state, TaskState.RETAINED)
-    pane = pane_of(task.tmux_pane, task.tmux_socket)
+    pane = pane_of(task)
     if pane is not None:
         stopped = runtime.stop(pane, timeout=STOP_SECONDS)
         if not stopped.stopped:

@@ -115,7 +115,7 @@ def observe(
         for lease in store.active(task.repo_id)
         if lease.lane == task.id and lease.state is LeaseState.RUNNING
     )
-    agent = tuple(agent_processes(runtime, pane_of(task.tmux_pane, task.tmux_socket)))
+    agent = tuple(agent_processes(runtime, pane_of(task)))
     if not os.path.lexists(where):
         return Observation(_gone(ctx, task, listed(entries, where), leases, agent), where)
     verdict = ctx.verify(task, path=where)

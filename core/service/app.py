@@ -48,6 +48,7 @@ from laneboard.core.domain.views import (
     ShimDir,
     TaskView,
 )
+from laneboard.core.service.agents import AgentCommands
 
 __all__ = ["Cancel", "NotARepository", "NotRegistered", "RepoRef", "Service", "UnknownTask"]
 
@@ -63,7 +64,7 @@ class UnknownTask(LaneboardError):
     """No task of the repo has that name or id."""
 
 
-class Service:
+class Service(AgentCommands):
     """laneboard's operations and reads over one ledger file.
 
     `actor` is written into the journal with every change (cli, tui, hook); `runtime` is the
@@ -76,14 +77,22 @@ class Service:
         ledger_path: Path | None = None,
         *,
         actor: Actor = Actor.CLI,
-        runtime: Runtime | None = None,
+        runtime: Runtime | Callable[[], Runtime] | None = None,
         on_notice: Callable[[str], None] | None = None,
     ) -> None:
         self.ledger_path = ledger_path or default_path()
         self.actor = actor
-        self.runtime: Runtime = runtime or NoRuntime()
+        self._runtime = runtime or NoRuntime()
         self.on_notice = on_notice
         self._local = threading.local()
+
+    @property
+    def runtime(self) -> Runtime:
+        """The agent runtime; a factory given for it is called on first use (the CLI passes
+        one, so commands that never touch a pane never import tmux's library)."""
+        if callable(self._runtime) and not hasattr(self._runtime, "snapshot"):
+            self._runtime = self._runtime()
+        return self._runtime  # type: ignore[return-value]
 
     # --- connections ---------------------------------------------------------------------
 
@@ -173,23 +182,38 @@ class Service:
         name: str,
         *,
         base: str | None = None,
+        start: bool = True,
+        agent: str | None = None,
+        command: list[str] | None = None,
+        prompt: str | None = None,
         on_wait: OnWait = None,
         on_output: OnOutput = None,
         cancel: Cancel | None = None,
     ) -> Outcome:
         """Provision task `name` from `base` (default: HEAD of the checkout `where` is in, as
-        git means it), registering the repo if needed, but only once the name and base are
-        valid: a refused `new` changes nothing. `on_wait` hears when it waits for a lane,
-        `on_output` receives the setup command's output as it comes."""
-        from laneboard.core.operations import provision
+        git means it), registering the repo if needed, but only once the name, base and agent
+        are valid: a refused `new` changes nothing. With `start`, its agent starts (or the task
+        is queued when `agents.max_running` run already). `on_wait` hears when it waits for a
+        lane, `on_output` receives the setup command's output as it comes."""
+        from laneboard.core.operations import agents, provision
 
         paths = discover(where)
         settings = load_settings(paths.root)
         branch_for(settings.branch_prefix, name)
+        if start:
+            agents.choose(settings, agent, command)  # refused before anything is created
         base_sha = resolve_at(where, base or "HEAD")
         ctx = self._open(where, register=True, on_wait=on_wait, cancel=cancel, on_output=on_output)
         task = provision.provision(ctx, self._ledger(), name, base or "HEAD", base_sha, self.actor)
-        return Outcome(task, ctx.repo)
+        if not start:
+            return Outcome(task, ctx.repo)
+        try:
+            return self._configure_and_start(ctx, task, agent, command, prompt)
+        except LaneboardError as err:
+            raise LaneboardError(
+                f"{name}: provisioned at {task.worktree_path}, but its agent did not start: "
+                f"{err} (`laneboard start {name}` tries again)"
+            ) from None
 
     def retain(self, where: RepoRef, task: str) -> Outcome:
         """Stop the task's agent, keep its worktree and branch. A task retained already is left
@@ -295,6 +319,7 @@ class Service:
 
         verdicts = {task.id: ctx.verify(task) for task in tasks if task.live}
         states = git_states(ctx, tasks, verdicts)
+        agents = self._agent_states(ctx, [task for task in tasks if task.live])
         lanes = {view.task_id: view for view in self._lane_views(ctx.repo, self._active())}
         return [
             TaskView(
@@ -303,6 +328,7 @@ class Service:
                 git=states.get(task.id),
                 lane=lanes.get(task.id) if task.live else None,
                 verdict=verdicts.get(task.id),
+                agent=agents.get(task.id),
             )
             for task in tasks
         ]

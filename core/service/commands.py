@@ -51,6 +51,17 @@ class Command:
 
 
 TASK = Arg("name", "the task's name, its id, or a unique prefix of its id")
+AGENT_ARGS = (
+    Arg("--agent", "the agent profile (default: config agents.default)", "option", "PROFILE"),
+    Arg(
+        "--cmd",
+        "run this command line as the agent instead of a profile",
+        "option",
+        "CMD",
+        dest="agent_command",
+    ),
+    Arg("--prompt", "the agent's first prompt", "option", "TEXT"),
+)
 
 COMMANDS: tuple[Command, ...] = (
     Command(
@@ -60,14 +71,93 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "new",
-        "create a task: branch, worktree (and, later, its agent)",
+        "create a task: branch, worktree and its agent in a tmux pane",
         (
             Arg("name", "the new task's name"),
             Arg("--base", "commit to start from (default: HEAD here)", "option", "REF"),
+            *AGENT_ARGS,
             Arg("--no-start", "provision only; start no agent", "flag"),
         ),
         key="n",
         palette="New task",
+    ),
+    Command(
+        "start",
+        "start the agent of a provisioned (or retained) task",
+        (TASK, *AGENT_ARGS),
+        palette="Start agent",
+    ),
+    Command(
+        "attach",
+        "show the task's pane (switch the tmux client to it, or attach this terminal)",
+        (TASK,),
+        json=False,
+        key="a",
+        palette="Attach to pane",
+    ),
+    Command(
+        "send",
+        "type a prompt into the task's agent (after verifying its worktree), then Enter",
+        (
+            TASK,
+            Arg("text", "what to type"),
+            Arg("--when-idle", "wait until the agent is idle or waiting", "flag"),
+            Arg("--timeout", "give up waiting (exit 75)", "option", "SECONDS", number=True),
+        ),
+        key="p",
+        palette="Send prompt",
+    ),
+    Command(
+        "shell",
+        "open (or go to) a plain shell beside the agent, in its worktree",
+        (TASK,),
+        json=False,
+        key="s",
+        palette="Shell beside agent",
+    ),
+    Command(
+        "pause",
+        "stop the agent (its screen kept in the journal); keep every file",
+        (
+            Arg("name", "the task (or --all)", "optional-positional"),
+            Arg("--all", "every running task (of this repo, or all with no repo here)", "flag"),
+        ),
+        key="z",
+        palette="Pause agent",
+    ),
+    Command(
+        "resume",
+        "start the agent again on its pinned conversation, in the same worktree",
+        (
+            Arg("name", "the task (or --all)", "optional-positional"),
+            Arg("--all", "every paused task, and every running one whose pane is gone", "flag"),
+        ),
+        key="Z",
+        palette="Resume agent",
+    ),
+    Command(
+        "signal",
+        "tell laneboard what an agent is doing (for scripts and hooks)",
+        (
+            Arg("--task", "the task's id (default: $LANEBOARD_TASK)", "option", "ID"),
+            Arg("--state", "working, waiting, idle or done", "option", "STATE"),
+        ),
+        json=False,
+    ),
+    Command(
+        "supervise",
+        "be the controller: start queued tasks, record agent states (headless board)",
+        (
+            Arg(
+                "--interval",
+                "seconds between refreshes (default 1)",
+                "option",
+                "SECONDS",
+                number=True,
+            ),
+            Arg("--once", "one refresh, then exit", "flag"),
+        ),
+        json=False,
     ),
     Command(
         "ls",

@@ -1,0 +1,336 @@
+"""Agents as data: profiles (how to launch, prompt, pin, resume and hook each agent, and the
+screen rules that read its state), and the pure decision of what an agent is doing now.
+
+Every agent-specific string lives in a profile, built in here for the agents laneboard knows
+(the facts are in ../shared/AGENTS.md) and overridable in config (`[agents.profiles.<name>]`), so
+a changed agent UI is fixed in config, not in a release. `detect` takes facts (the pane, the last
+hook event, the screen's last lines and when they last changed, the clock) and returns a state;
+it does no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+
+from laneboard.core.domain.values import field, replace, value
+
+
+class Prompt(StrEnum):
+    """How the first prompt reaches the agent."""
+
+    ARGV = "argv"
+    """Appended to the launch argv as its last argument."""
+    TYPE = "type"
+    """Typed into the pane once the agent shows its prompt (`send-keys -l`, then Enter)."""
+    NONE = "none"
+    """The agent takes no prompt (a shell): it is typed like `type`."""
+
+
+class Hooks(StrEnum):
+    """How an agent is told to report its events, per launch (never in the user's config)."""
+
+    NONE = "none"
+    CLAUDE = "claude"
+    """`--settings <file>`: hooks for UserPromptSubmit, PreToolUse, PermissionRequest, Stop,
+    SessionStart and SessionEnd, each appending one line to the task's event file."""
+    CODEX = "codex"
+    """`-c notify=[hook, "codex"]`: agent-turn-complete, with the JSON as the last argument."""
+    GEMINI = "gemini"
+    """`GEMINI_CLI_SYSTEM_SETTINGS_PATH=<file>` with BeforeAgent/AfterAgent/Notification hooks."""
+    AIDER = "aider"
+    """`--notifications-command <hook>`: turn done."""
+
+
+@value
+class Profile:
+    """How laneboard runs one kind of agent. `{id}` in an argv stands for the conversation id
+    laneboard pins (a UUID), `{prompt}` for the first prompt."""
+
+    name: str
+    command: tuple[str, ...]
+    prompt: Prompt = Prompt.ARGV
+    pin: tuple[str, ...] = ()
+    """Arguments that fix the conversation id at launch (`--session-id {id}`); empty when the
+    agent picks it and its first hook event reports it."""
+    resume: tuple[str, ...] = ()
+    """Arguments that resume exactly the pinned conversation (`--resume {id}`); empty: the agent
+    cannot resume, and `resume` starts it afresh in the same worktree."""
+    resume_command: tuple[str, ...] | None = None
+    """For agents whose resume is a subcommand (`codex resume {id}`): the whole argv."""
+    hooks: Hooks = Hooks.NONE
+    env: Mapping[str, str] = field(default_factory=dict)
+    busy: tuple[str, ...] = ()
+    """Screen patterns (regular expressions, case-insensitive) that mean it is working."""
+    waiting: tuple[str, ...] = ()
+    """Patterns that mean it waits for the operator (a permission, a question)."""
+    idle: tuple[str, ...] = ()
+    """Patterns that mean its turn is done and it waits for a prompt."""
+    stop_is_done: bool = False
+    """A hook's "stop" (turn done) means the task is finished, ready for review."""
+
+
+BUILTIN: dict[str, Profile] = {
+    profile.name: profile
+    for profile in (
+        Profile(
+            "claude",
+            ("claude",),
+            pin=("--session-id", "{id}"),
+            resume=("--resume", "{id}"),
+            hooks=Hooks.CLAUDE,
+            busy=(r"esc to interrupt", r"ctrl\+c to interrupt", r"^\s*\S\s.*…\s*$"),
+            waiting=(
+                r"Do you want",
+                r"Yes, allow once",
+                "\u276f Yes",  # Claude's selection marker
+                r"Esc to cancel",
+                r"Do you trust the files in this folder\?",
+            ),
+            idle=("^\\s*[\u276f>]\\s*$",),
+        ),
+        Profile(
+            "codex",
+            ("codex",),
+            resume_command=("codex", "resume", "{id}"),
+            hooks=Hooks.CODEX,
+            busy=(r"esc to interrupt",),
+            waiting=(r"press enter to confirm or esc to cancel", r"allow command\?", r"\[y/n\]"),
+        ),
+        Profile(
+            "gemini",
+            ("gemini",),
+            pin=("--session-id", "{id}"),
+            resume=("--resume", "{id}"),
+            hooks=Hooks.GEMINI,
+            busy=(r"esc to cancel",),
+            waiting=(r"waiting for user confirmation", r"Allow execution", r"Yes, allow once"),
+            idle=(r"Type your message",),
+        ),
+        Profile(
+            "opencode",
+            ("opencode",),
+            resume=("-s", "{id}"),
+            busy=(r"esc to interrupt",),
+        ),
+        Profile(
+            "aider",
+            ("aider",),
+            prompt=Prompt.TYPE,
+            hooks=Hooks.AIDER,
+            waiting=(r"\(Y\)es/\(N\)o",),
+            idle=(r"^\s*>\s*$",),
+        ),
+        Profile("shell", ("/bin/sh",), prompt=Prompt.NONE, idle=(r"[$#]\s*$",)),
+    )
+}
+"""The agents laneboard knows (../shared/AGENTS.md); config may override any field or add
+profiles (`[agents.profiles.<name>]`)."""
+
+
+def custom(command: Sequence[str]) -> Profile:
+    """A profile for `--cmd 'CMD'`: run it as given; its state comes from tmux alone."""
+    return Profile("custom", tuple(command), prompt=Prompt.TYPE)
+
+
+_TUPLES = frozenset({"command", "pin", "resume", "resume_command", "busy", "waiting", "idle"})
+_STRINGS = frozenset({"prompt", "hooks"})
+
+
+def with_overrides(profile: Profile, fields: Mapping[str, object]) -> Profile:
+    """`profile` with the fields a config table gives; `ValueError` names a bad field."""
+    values: dict[str, object] = {}
+    for key, given in fields.items():
+        if key in _TUPLES:
+            if not isinstance(given, list | tuple) or not all(isinstance(x, str) for x in given):
+                raise ValueError(f"{key}: expected a list of strings")
+            values[key] = tuple(given)
+        elif key in _STRINGS:
+            kind = Prompt if key == "prompt" else Hooks
+            try:
+                values[key] = kind(str(given))
+            except ValueError:
+                allowed = ", ".join(item.value for item in kind)
+                raise ValueError(f"{key}: expected one of {allowed}") from None
+        elif key == "env":
+            if not isinstance(given, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in given.items()
+            ):
+                raise ValueError("env: expected a table of strings")
+            values[key] = dict(given)
+        elif key == "stop_is_done":
+            if not isinstance(given, bool):
+                raise ValueError("stop_is_done: expected true or false")
+            values[key] = given
+        else:
+            raise ValueError(f"{key}: not a profile field laneboard knows")
+    for key in ("busy", "waiting", "idle"):
+        for pattern in values.get(key, ()):  # type: ignore[attr-defined]
+            try:
+                re.compile(pattern)
+            except re.error as err:
+                raise ValueError(f"{key}: {pattern!r} is not a regular expression: {err}") from None
+    if values.get("command") == ():
+        raise ValueError("command: must not be empty")
+    return replace(profile, **values)
+
+
+def profiles(config: Mapping[str, Mapping[str, object]]) -> dict[str, Profile]:
+    """The built-in profiles with config's overrides, plus config's own profiles (which need a
+    `command`). `ValueError` says `<name>.<field>: what is wrong`."""
+    found = dict(BUILTIN)
+    for name, fields in config.items():
+        base = found.get(name)
+        if base is None:
+            if "command" not in fields:
+                raise ValueError(f"{name}.command: a new profile needs its command")
+            base = Profile(name, ("true",))
+        try:
+            found[name] = with_overrides(base, fields)
+        except ValueError as err:
+            raise ValueError(f"{name}.{err}") from None
+    return found
+
+
+def session_name(repo_name: str) -> str:
+    """The tmux session of a repository's tasks: `lb-<repo>`, in characters tmux keeps."""
+    return "lb-" + (re.sub(r"[^A-Za-z0-9_-]", "-", repo_name) or "repo")
+
+
+def launch_argv(
+    profile: Profile, *, conversation: str | None, prompt: str | None, resuming: bool
+) -> list[str]:
+    """The agent's argv, as data; hooks and confinement wrap it later (`sessions`)."""
+    if resuming and conversation and profile.resume_command:
+        return [part.replace("{id}", conversation) for part in profile.resume_command]
+    argv = list(profile.command)
+    if resuming and conversation and profile.resume:
+        argv += [part.replace("{id}", conversation) for part in profile.resume]
+    elif conversation and profile.pin:
+        argv += [part.replace("{id}", conversation) for part in profile.pin]
+    if prompt and not resuming and profile.prompt is Prompt.ARGV:
+        argv.append(prompt)
+    return argv
+
+
+# --- what an agent is doing -----------------------------------------------------------------
+
+
+class AgentState(StrEnum):
+    """A running task's agent sub-state (DESIGN.md section 6)."""
+
+    STARTING = "starting"
+    """Launched; nothing has shown what it does yet."""
+    WORKING = "working"
+    WAITING = "waiting"
+    """It needs the operator: a permission, a question."""
+    IDLE = "idle"
+    """Its turn is done; it waits for a prompt."""
+    EXITED = "exited"
+    """Its process has ended (the code is in `State.code`)."""
+    LOST = "lost"
+    """Its pane is gone (the tmux server died, or the pane was killed)."""
+
+
+HOOK_STATES: dict[str, AgentState] = {
+    "UserPromptSubmit": AgentState.WORKING,
+    "PreToolUse": AgentState.WORKING,
+    "PostToolUse": AgentState.WORKING,
+    "PermissionRequest": AgentState.WAITING,
+    "Stop": AgentState.IDLE,
+    "SessionStart": AgentState.IDLE,
+    "SessionEnd": AgentState.EXITED,
+    "agent-turn-complete": AgentState.IDLE,
+    "BeforeAgent": AgentState.WORKING,
+    "AfterAgent": AgentState.IDLE,
+    "ToolPermission": AgentState.WAITING,
+    "working": AgentState.WORKING,
+    "waiting": AgentState.WAITING,
+    "idle": AgentState.IDLE,
+    "done": AgentState.IDLE,
+}
+"""Hook events (and `laneboard signal` states) and the state each means."""
+
+DEBOUNCE = 1.5
+"""A screen that matches no rule counts as idle only after it has not changed this long."""
+STALE_WORKING = 30.0
+"""A hook's "working" is not believed once the screen has been still for this long with no rule
+saying busy: some turns end without a hook."""
+
+
+@value
+class Observed:
+    """The facts one refresh has about one task's agent."""
+
+    alive: bool
+    """Its pane's process runs."""
+    exit_status: int | None = None
+    pane_present: bool = True
+    hook: str | None = None
+    """The last hook event's name (or a `laneboard signal` state)."""
+    hook_at: float | None = None
+    screen: str = ""
+    """The pane's last lines, escapes stripped."""
+    screen_changed_at: float | None = None
+    """When the screen last differed from the refresh before."""
+    started_at: float | None = None
+
+
+@value
+class State:
+    state: AgentState
+    code: int | None = None
+    source: str = ""
+    """What said so: `tmux`, `hook`, `screen`."""
+
+    def __str__(self) -> str:
+        if self.state is AgentState.EXITED and self.code is not None:
+            return f"exited({self.code})"
+        return self.state.value
+
+
+def _matches(patterns: Sequence[str], lines: Sequence[str]) -> bool:
+    return any(re.search(p, line, re.IGNORECASE) for p in patterns for line in lines)
+
+
+def detect(profile: Profile, seen: Observed, now: float) -> State:
+    """What the agent is doing now.
+
+    tmux facts first (a missing pane is lost, a dead one exited). Then the last hook event
+    (newer than any text still on the screen: an answered question above an idle prompt is
+    not "waiting"), unless the screen has moved on since it (a "waiting" answered, an "idle"
+    followed by a new turn that sent no hook) or, for "working", unless the screen has been
+    still for `STALE_WORKING` seconds with no busy rule matching (some turns end without a
+    hook). Then the profile's screen rules over the last lines: waiting beats busy; a screen
+    still for `DEBOUNCE` seconds is idle; a moving one is working.
+    """
+    if not seen.pane_present:
+        return State(AgentState.LOST, source="tmux")
+    if not seen.alive:
+        return State(AgentState.EXITED, seen.exit_status, source="tmux")
+    lines = [line for line in seen.screen.splitlines() if line.strip()][-40:]
+    waiting = _matches(profile.waiting, lines[-12:])
+    busy = _matches(profile.busy, lines[-6:])
+    changed = seen.screen_changed_at
+    still = changed is not None and now - changed >= DEBOUNCE
+    long_still = changed is not None and now - changed >= STALE_WORKING
+    moved = changed is not None and seen.hook_at is not None and changed > seen.hook_at
+    hooked = HOOK_STATES.get(seen.hook or "")
+    if hooked is AgentState.EXITED:
+        return State(AgentState.EXITED, seen.exit_status, source="hook")
+    if hooked is AgentState.WAITING and not moved:
+        return State(AgentState.WAITING, source="hook")
+    if hooked is AgentState.WORKING and (busy or not long_still):
+        return State(AgentState.WORKING, source="hook")
+    if hooked is AgentState.IDLE and not moved:
+        return State(AgentState.IDLE, source="hook")
+    if waiting:
+        return State(AgentState.WAITING, source="screen")
+    if busy:
+        return State(AgentState.WORKING, source="screen")
+    if not lines:
+        return State(AgentState.STARTING, source="screen")
+    if still:
+        return State(AgentState.IDLE, source="screen")
+    return State(AgentState.WORKING, source="screen")

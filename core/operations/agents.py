@@ -1,0 +1,336 @@
+"""A task's agent in its pane: start (and resume), watch, pause, and the queue (DESIGN.md
+sections 6 and 9).
+
+Starting verifies the worktree first and launches nothing when it fails. The agent gets the
+task's environment (`environment`), its hooks routed to the task's event file
+(`adapters.agentfiles`), and a pinned conversation id when its profile can take one; a profile
+that cannot (Codex, opencode) has the id captured from its first hook event. What the agent is
+doing is `domain.agents.detect` over one runtime snapshot, the last hook event and the screen;
+`observe_all` reads those for many tasks with one `list-panes` and one chained capture.
+
+`reconcile` is the one writer of what the runtime did on its own: an agent that exited moves
+its task to `ready_for_review` (its code and last screen journalled), queued tasks start while
+`agents.max_running` allows. The controller (`laneboard supervise`, the board) runs it every
+second; commands that change agents run it too, so nothing depends on a controller running.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from laneboard.core.adapters import agentfiles
+from laneboard.core.adapters.config import Settings, state_dir
+from laneboard.core.adapters.ledger import Ledger
+from laneboard.core.adapters.repo import RepoContext
+from laneboard.core.domain.agents import (
+    AgentState,
+    Observed,
+    Profile,
+    Prompt,
+    State,
+    custom,
+    detect,
+    launch_argv,
+    profiles,
+    session_name,
+)
+from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.models import Actor, Task, TaskState
+from laneboard.core.domain.runtime import (
+    LaunchSpec,
+    PaneState,
+    Runtime,
+    Shims,
+    pane_of,
+    same_pane,
+)
+
+CUSTOM = "custom"
+"""The profile name recorded for `--cmd`: its argv is the task's `agent_argv`."""
+SCREEN_LINES = 40
+READY_WAIT = 10.0
+"""How long a typed first prompt waits for the agent's screen to settle."""
+AGENT_STATES = (TaskState.RUNNING,)
+STARTABLE = (
+    TaskState.PROVISIONED,
+    TaskState.QUEUED,
+    TaskState.PAUSED,
+    TaskState.RETAINED,
+    TaskState.READY_FOR_REVIEW,
+    TaskState.RUNNING,
+)
+
+
+class AgentError(LaneboardError):
+    """An agent cannot be started, reached or stopped."""
+
+
+def profile_of(settings: Settings, task: Task) -> Profile:
+    """The profile `task` was (or will be) started with."""
+    if task.agent_profile == CUSTOM:
+        return custom(task.agent_argv or ())
+    known = profiles(settings.agents.profiles)
+    name = task.agent_profile or settings.agents.default
+    if name not in known:
+        raise AgentError(f"{task.name}: no agent profile named {name!r}")
+    return known[name]
+
+
+def choose(settings: Settings, agent: str | None, command: list[str] | None) -> tuple[str, Profile]:
+    """The profile `new`/`start` run: `--cmd`, `--agent`, or config `agents.default`; refused
+    (before anything is created) when its program is not installed."""
+    if command:
+        profile = custom(command)
+        name = CUSTOM
+    else:
+        name = agent or settings.agents.default
+        known = profiles(settings.agents.profiles)
+        if name not in known:
+            raise AgentError(f"no agent profile named {name!r} (known: {', '.join(sorted(known))})")
+        profile = known[name]
+    program = profile.command[0]
+    if shutil.which(program) is None:
+        raise AgentError(
+            f"{program} is not installed (not on PATH); pick another with --agent or --cmd, "
+            "or create the task with --no-start"
+        )
+    return name, profile
+
+
+def environment(ctx: RepoContext, task: Task, profile: Profile, shims: Path) -> dict[str, str]:
+    """What every pane of the task gets on top of the tmux server's environment: who it is,
+    the lane shims first on PATH, config's extras, and git settings that keep repository-wide
+    maintenance (`gc.auto`, `maintenance.auto`) from running inside a task."""
+    env = {
+        "LANEBOARD_TASK": task.id,
+        "LANEBOARD_TASK_NAME": task.name,
+        "LANEBOARD_REPO": str(ctx.root),
+        "PATH": f"{shims}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
+    }
+    if os.environ.get("LANEBOARD_HOME"):
+        env["LANEBOARD_HOME"] = os.environ["LANEBOARD_HOME"]
+    count = int(os.environ.get("GIT_CONFIG_COUNT", "0") or 0)
+    for offset, (key, setting) in enumerate((("gc.auto", "0"), ("maintenance.auto", "false"))):
+        env[f"GIT_CONFIG_KEY_{count + offset}"] = key
+        env[f"GIT_CONFIG_VALUE_{count + offset}"] = setting
+    env["GIT_CONFIG_COUNT"] = str(count + 2)
+    env.update(ctx.settings.env)
+    env.update(profile.env)
+    return env
+
+
+def shim_dir(task: Task) -> Path:
+    return state_dir() / "shims" / task.id / "bin"
+
+
+def start(
+    ctx: RepoContext,
+    ledger: Ledger,
+    runtime: Runtime,
+    task: Task,
+    actor: Actor,
+    *,
+    kind: str = "agent.started",
+) -> Task:
+    """Start the task's agent in its window, now (the caller checked capacity). A task whose
+    agent ran before resumes its pinned conversation, in the same pane when that still exists.
+    Nothing starts in a worktree that fails verification."""
+    if task.state not in STARTABLE:
+        raise AgentError(f"{task.name} is {task.state.value}; its agent cannot start")
+    verdict = ctx.verify(task)
+    if not verdict.ok:
+        raise AgentError(
+            f"{task.name}: no agent started: the worktree fails verification: {verdict}"
+        )
+    profile = profile_of(ctx.settings, task)
+    states = state_dir()
+    resuming = task.agent_started_at is not None
+    conversation = task.conversation_id
+    if conversation is None and profile.pin:
+        conversation = str(uuid.uuid4())
+    argv = launch_argv(
+        profile,
+        conversation=conversation,
+        prompt=task.agent_prompt,
+        resuming=resuming and conversation is not None,
+    )
+    hook_args, hook_env = agentfiles.injection(profile, states, task.id)
+    at = 1 if resuming and conversation and profile.resume_command else len(profile.command)
+    argv[at:at] = hook_args
+    shims = shim_dir(task)
+    env = environment(ctx, task, profile, shims) | hook_env
+    previous = pane_of(task)
+    spec = LaunchSpec(
+        argv=tuple(argv),
+        cwd=task.worktree_path,
+        session=session_name(ctx.repo.name),
+        window=task.name,
+        env=env,
+        pane=previous,
+        shims=Shims(task.id, task.name, str(ctx.root), tuple(ctx.settings.lanes.wrap), str(shims)),
+    )
+    began = time.time()
+    ref = runtime.launch(spec)
+    typed = bool(task.agent_prompt) and profile.prompt is not Prompt.ARGV and not resuming
+    if task.state is TaskState.READY_FOR_REVIEW:
+        task = ledger.update_task(
+            task.id, actor=actor, kind="task.revising", state=TaskState.REVISING, expect=task.state
+        )
+    try:
+        started = ledger.update_task(
+            task.id,
+            actor=actor,
+            kind=kind,
+            data={"argv": argv, "pane": ref.pane_id, "conversation": conversation},
+            state=TaskState.RUNNING if task.state is not TaskState.RUNNING else None,
+            expect=task.state,
+            agent_argv=list(argv) if task.agent_profile != CUSTOM else task.agent_argv,
+            conversation_id=conversation,
+            tmux_socket=ref.socket,
+            tmux_session=ref.session_id,
+            tmux_window=ref.window_id,
+            tmux_pane=ref.pane_id,
+            tmux_server_pid=ref.server_pid,
+            agent_started_at=began,
+            agent_state=AgentState.STARTING.value,
+            agent_exit=None,
+            agent_prompt=task.agent_prompt if typed else None,
+        )
+    except LaneboardError:
+        runtime.stop(ref, timeout=1.0)
+        raise
+    if typed and task.agent_prompt:
+        _type_when_ready(runtime, started, task.agent_prompt)
+        started = ledger.update_task(
+            started.id, actor=actor, kind="agent.prompted", agent_prompt=None
+        )
+    return started
+
+
+def _type_when_ready(runtime: Runtime, task: Task, text: str) -> None:
+    """Type the first prompt once the agent shows a screen that has settled (or after
+    `READY_WAIT`): typing into a program that is still starting loses keys."""
+    pane = pane_of(task)
+    assert pane is not None
+    end = time.monotonic() + READY_WAIT
+    last, since = "", time.monotonic()
+    while time.monotonic() < end:
+        screen = runtime.capture(pane, SCREEN_LINES)
+        if screen != last:
+            last, since = screen, time.monotonic()
+        elif screen.strip() and time.monotonic() - since >= 0.5:
+            break
+        time.sleep(0.1)
+    runtime.send_text(pane, text, enter=True)
+
+
+# --- what agents are doing -------------------------------------------------------------------
+
+
+def observe_all(
+    settings_of: Callable[[Task], Settings], tasks: list[Task], runtime: Runtime
+) -> dict[str, State]:
+    """The agent state of each task that has a pane, from one runtime snapshot, one chained
+    capture and each task's event file. Reads only."""
+    with_pane = [task for task in tasks if task.tmux_pane]
+    if not with_pane:
+        return {}
+    panes = runtime.snapshot()
+    states = state_dir()
+    alive: list[tuple[Task, PaneState]] = []
+    found: dict[str, State] = {}
+    now = time.time()
+    for task in with_pane:
+        recorded = pane_of(task)
+        assert recorded is not None
+        seen = panes.get(recorded.pane_id)
+        if seen is None or not same_pane(recorded, seen):
+            found[task.id] = State(AgentState.LOST, source="tmux")
+        elif not seen.alive:
+            found[task.id] = State(AgentState.EXITED, seen.exit_status, source="tmux")
+        else:
+            alive.append((task, seen))
+    screens = runtime.capture_many([seen.ref for _, seen in alive], SCREEN_LINES)
+    for task, seen in alive:
+        event = agentfiles.last_event(states, task.id)
+        started = task.agent_started_at or 0.0
+        hook = hook_at = None
+        if event is not None and event.at >= started:
+            hook = event.detail if event.name == "Notification" and event.detail else event.name
+            hook_at = event.at
+        observed = Observed(
+            alive=True,
+            hook=hook,
+            hook_at=hook_at,
+            screen=screens.get(seen.ref.pane_id, ""),
+            screen_changed_at=seen.activity,
+            started_at=task.agent_started_at,
+        )
+        found[task.id] = detect(profile_of(settings_of(task), task), observed, now)
+    return found
+
+
+def conversation_reported(task: Task) -> str | None:
+    """A conversation id the agent's hooks reported that differs from the pinned one."""
+    event = agentfiles.last_event(state_dir(), task.id)
+    if event is None or event.conversation is None or event.conversation == task.conversation_id:
+        return None
+    return event.conversation
+
+
+def said_done(task: Task, state: State, profile: Profile) -> bool:
+    """The agent is finished though it runs: `laneboard signal --state done` came after it
+    started, or its profile says a turn's end (a hook's idle) means finished."""
+    if state.state is not AgentState.IDLE:
+        return False
+    event = agentfiles.last_event(state_dir(), task.id)
+    if event is None or event.at < (task.agent_started_at or 0):
+        return False
+    return event.name == "done" or (profile.stop_is_done and state.source == "hook")
+
+
+def finish_exited(ledger: Ledger, runtime: Runtime, task: Task, state: State, actor: Actor) -> Task:
+    """An agent that exited (or said done, when its profile says that means finished): its
+    task is ready for review, with the exit code and last screen in the journal."""
+    pane = pane_of(task)
+    screen = runtime.capture(pane, 60) if pane is not None else ""
+    return ledger.update_task(
+        task.id,
+        actor=actor,
+        kind="agent.exited" if state.state is AgentState.EXITED else "agent.done",
+        data={"code": state.code, "screen": screen.rstrip("\n")},
+        state=TaskState.READY_FOR_REVIEW,
+        expect=task.state,
+        agent_state=str(state),
+        agent_exit=state.code,
+    )
+
+
+def pause(ctx: RepoContext, ledger: Ledger, runtime: Runtime, task: Task, actor: Actor) -> Task:
+    """Save the pane's screen and scrollback to the journal, stop the agent (SIGTERM, then its
+    processes are killed after `agents.stop_grace`), keep every file as it is."""
+    if task.state is not TaskState.RUNNING:
+        raise AgentError(f"{task.name} is {task.state.value}; only a running task can pause")
+    pane = pane_of(task)
+    history = ""
+    detail = "it had no pane"
+    if pane is not None:
+        history = runtime.history(pane)
+        stopped = runtime.stop(pane, timeout=ctx.settings.agents.stop_grace)
+        if not stopped.stopped:
+            raise AgentError(f"{task.name}: its agent did not stop: {stopped.detail}")
+        detail = stopped.detail
+    return ledger.update_task(
+        task.id,
+        actor=actor,
+        kind="agent.paused",
+        data={"screen": history.rstrip("\n"), "stop": detail},
+        state=TaskState.PAUSED,
+        expect=task.state,
+        agent_state="paused",
+    )

@@ -1,0 +1,372 @@
+"""The service's agent commands: start, queue, pause, resume, send, signal, attach, shell, and
+the controller's `reconcile`/`supervise` (DESIGN.md sections 6, 9 and 10).
+
+A mixin of `Service` (kept apart so each file holds one concern); it uses the service's
+per-thread ledger, its repository lookup and its runtime. Inputs are plain values, outputs
+domain values, as everywhere in the service.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from laneboard.core.adapters import agentfiles, procs
+from laneboard.core.adapters.config import Settings, load_settings, state_dir
+from laneboard.core.adapters.leases import Cancel, Cancelled
+from laneboard.core.adapters.repo import RepoContext
+from laneboard.core.domain.agents import AgentState, State
+from laneboard.core.domain.errors import LaneboardError, WaitTimeout
+from laneboard.core.domain.models import Actor, Task, TaskState
+from laneboard.core.domain.runtime import PaneRef, Runtime, pane_of, pane_state
+from laneboard.core.domain.views import Outcome
+from laneboard.core.operations import agents
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from laneboard.core.adapters.ledger import Ledger
+
+SIGNALS = ("working", "waiting", "idle", "done")
+"""What `laneboard signal --state` accepts."""
+SEND_POLL = 0.2
+PAUSABLE = (TaskState.RUNNING,)
+RESUMABLE = (TaskState.PAUSED, TaskState.RETAINED, TaskState.READY_FOR_REVIEW, TaskState.RUNNING)
+
+
+class AgentCommands:
+    """Agent commands over the service's ledger and runtime (mixed into `Service`)."""
+
+    actor: Actor
+
+    if TYPE_CHECKING:
+
+        @property
+        def runtime(self) -> Runtime: ...
+
+        def _ledger(self) -> Ledger: ...
+        def _open(self, where: Path | str | int) -> RepoContext: ...
+        def _live(self, ctx: RepoContext, ref: str) -> Task: ...
+
+    # --- starting --------------------------------------------------------------------------
+
+    def start(
+        self,
+        where: Path | str | int,
+        task: str,
+        *,
+        agent: str | None = None,
+        command: list[str] | None = None,
+        prompt: str | None = None,
+    ) -> Outcome:
+        """Start the task's agent (a provisioned or retained task), or queue it when
+        `agents.max_running` agents run already."""
+        ctx = self._open(where)
+        found = self._live(ctx, task)
+        if found.state not in (TaskState.PROVISIONED, TaskState.RETAINED):
+            raise LaneboardError(
+                f"{found.name} is {found.state.value}; `start` is for a provisioned or retained "
+                "task (`resume` continues a paused one)"
+            )
+        return self._configure_and_start(ctx, found, agent, command, prompt)
+
+    def _configure_and_start(
+        self,
+        ctx: RepoContext,
+        task: Task,
+        agent: str | None,
+        command: list[str] | None,
+        prompt: str | None,
+    ) -> Outcome:
+        name, _ = agents.choose(ctx.settings, agent, command)
+        task = self._ledger().update_task(
+            task.id,
+            actor=self.actor,
+            kind="agent.configured",
+            data={"profile": name, "command": command, "prompt": prompt},
+            agent_profile=name,
+            agent_argv=command if command else None,
+            agent_prompt=prompt,
+            conversation_id=None,
+            agent_started_at=None,
+        )
+        return self._start_or_queue(ctx, task, "agent.started")
+
+    def _start_or_queue(self, ctx: RepoContext, task: Task, kind: str) -> Outcome:
+        self.reconcile()
+        ledger = self._ledger()
+        task = ledger.task(task.id)
+        if self._running() >= load_settings(None).agents.max_running:
+            queued = ledger.update_task(
+                task.id,
+                actor=self.actor,
+                kind="agent.queued",
+                data={"max_running": load_settings(None).agents.max_running},
+                state=TaskState.QUEUED,
+                expect=task.state,
+            )
+            return Outcome(queued, ctx.repo)
+        started = agents.start(ctx, ledger, self.runtime, task, self.actor, kind=kind)
+        return Outcome(started, ctx.repo)
+
+    def _running(self) -> int:
+        return sum(
+            1 for t in self._ledger().tasks(include_retired=False) if t.state in agents.AGENT_STATES
+        )
+
+    # --- pausing and resuming ----------------------------------------------------------------
+
+    def pause(self, where: Path | str | int, task: str) -> Outcome:
+        """Stop the agent, keep the worktree byte for byte; its screen goes to the journal."""
+        ctx = self._open(where)
+        found = self._live(ctx, task)
+        if found.state is TaskState.PAUSED:
+            return Outcome(found, ctx.repo, changed=False)
+        paused = agents.pause(ctx, self._ledger(), self.runtime, found, self.actor)
+        self.reconcile()  # its capacity may start a queued task
+        return Outcome(paused, ctx.repo)
+
+    def resume(self, where: Path | str | int, task: str) -> Outcome:
+        """Start the agent again on its pinned conversation, in the same worktree (and pane,
+        when it is still there). Also brings back an agent whose tmux server is gone."""
+        ctx = self._open(where)
+        found = self._live(ctx, task)
+        if found.state not in RESUMABLE:
+            raise LaneboardError(f"{found.name} is {found.state.value}; it cannot be resumed")
+        if found.agent_profile is None:
+            raise LaneboardError(f"{found.name} never had an agent; use `laneboard start`")
+        if found.state is TaskState.RUNNING:
+            seen = pane_state(self.runtime, pane_of(found))
+            if seen is not None and seen.alive:
+                return Outcome(found, ctx.repo, changed=False)
+            started = agents.start(
+                ctx, self._ledger(), self.runtime, found, self.actor, kind="agent.resumed"
+            )
+            return Outcome(started, ctx.repo)
+        return self._start_or_queue(ctx, found, "agent.resumed")
+
+    def each(
+        self, where: Path | str | int | None, states: tuple[TaskState, ...]
+    ) -> list[tuple[Path | str | int, Task]]:
+        """(repo id, task) for every live task in `states`, in one repo or all."""
+        ledger = self._ledger()
+        repo_id = self._open(where).repo.id if where is not None else None
+        return [
+            (task.repo_id, task)
+            for task in ledger.tasks(repo_id, include_retired=False)
+            if task.state in states
+        ]
+
+    # --- talking to an agent -----------------------------------------------------------------
+
+    def _pane(self, ctx: RepoContext, task: Task) -> PaneRef:
+        """The task's live pane, after its worktree verified (nothing is sent into, attached
+        to or opened beside an agent whose worktree is not the task's)."""
+        verdict = ctx.verify(task)
+        if not verdict.ok:
+            raise LaneboardError(
+                f"{task.name}: refused: its worktree fails verification: {verdict}"
+            )
+        pane = pane_of(task)
+        seen = pane_state(self.runtime, pane)
+        if pane is None or seen is None:
+            raise LaneboardError(
+                f"{task.name} has no agent pane (its tmux server is gone, or it never started); "
+                f"`laneboard resume {task.name}` brings it back"
+            )
+        return seen.ref
+
+    def send(
+        self,
+        where: Path | str | int,
+        task: str,
+        text: str,
+        *,
+        when_idle: bool = False,
+        timeout: float | None = None,
+        cancel: Cancel | None = None,
+    ) -> Outcome:
+        """Type `text` into the agent, then Enter. `when_idle` waits until the agent is idle
+        or waiting (never types into a busy agent); `timeout` gives up (`WaitTimeout`)."""
+        ctx = self._open(where)
+        found = self._live(ctx, task)
+        pane = self._pane(ctx, found)
+        if when_idle:
+            end = None if timeout is None else time.monotonic() + timeout
+            while True:
+                state = self.agent_state(found)
+                if state is not None and state.state in (AgentState.IDLE, AgentState.WAITING):
+                    break
+                if state is None or state.state in (AgentState.EXITED, AgentState.LOST):
+                    raise LaneboardError(f"{found.name}: its agent is not running ({state})")
+                if end is not None and time.monotonic() > end:
+                    raise WaitTimeout(f"{found.name}: its agent is still {state} after {timeout}s")
+                if cancel is not None and cancel.wait(SEND_POLL):
+                    raise Cancelled(f"{found.name}: sending was cancelled")
+                if cancel is None:
+                    time.sleep(SEND_POLL)
+        pane = self._pane(ctx, found)  # again: it may have changed while we waited
+        self.runtime.send_text(pane, text, enter=True)
+        sent = self._ledger().update_task(
+            found.id, actor=self.actor, kind="agent.sent", data={"text": text}
+        )
+        return Outcome(sent, ctx.repo)
+
+    def signal(self, task_id: str, state: str) -> None:
+        """What a script says its agent is doing (`working`, `waiting`, `idle`, `done`): one
+        line in the task's event file, read like a hook event."""
+        if state not in SIGNALS:
+            raise LaneboardError(f"unknown state {state!r}; one of {', '.join(SIGNALS)}")
+        task = self._ledger().task(task_id)
+        agentfiles.append_event(state_dir(), task.id, state)
+
+    def attach(self, where: Path | str | int, task: str) -> list[str] | None:
+        """Show the task's pane: switch the caller's tmux client to it (None), or the argv that
+        attaches this terminal to it."""
+        ctx = self._open(where)
+        found = self._live(ctx, task)
+        return self.runtime.attach_argv(self._pane(ctx, found))
+
+    def shell(self, where: Path | str | int, task: str) -> PaneRef:
+        """A plain shell beside the agent, in the verified worktree, with the task's
+        environment (the one opened before, if it is still there)."""
+        ctx = self._open(where)
+        found = self._live(ctx, task)
+        pane = self._pane(ctx, found)
+        profile = agents.profile_of(ctx.settings, found)
+        env = agents.environment(ctx, found, profile, agents.shim_dir(found))
+        return self.runtime.shell(pane, found.worktree_path, env)
+
+    # --- what agents do ----------------------------------------------------------------------
+
+    def agent_state(self, task: Task) -> State | None:
+        ctx = self._open(task.repo_id)
+        return self._agent_states(ctx, [task]).get(task.id)
+
+    def _agent_states(self, ctx: RepoContext, tasks: list[Task]) -> dict[str, State]:
+        """What the agents of the running tasks among `tasks` do now (read only)."""
+        running = [task for task in tasks if task.state is TaskState.RUNNING and task.tmux_pane]
+        if not running:
+            return {}
+        return agents.observe_all(lambda _task: ctx.settings, running, self.runtime)
+
+    def reconcile(self, *, record: bool = False) -> list[Task]:
+        """Write down what the runtime did on its own: exited agents make their tasks ready
+        for review, conversation ids their hooks reported are kept, queued tasks start while
+        capacity allows. With `record` (the controller), every change of an agent's state is
+        journalled too. Returns the tasks it changed."""
+        ledger = self._ledger()
+        changed: list[Task] = []
+        live = ledger.tasks(include_retired=False)
+        running = [t for t in live if t.state is TaskState.RUNNING and t.tmux_pane]
+        contexts: dict[int, RepoContext | None] = {}
+
+        def context(repo_id: int) -> RepoContext | None:
+            if repo_id not in contexts:
+                try:
+                    contexts[repo_id] = self._open(repo_id)
+                except LaneboardError:
+                    contexts[repo_id] = None
+            return contexts[repo_id]
+
+        def settings_of(task: Task) -> Settings:
+            found = context(task.repo_id)
+            return found.settings if found is not None else load_settings(None)
+
+        states = agents.observe_all(settings_of, running, self.runtime) if running else {}
+        for task in running:
+            state = states.get(task.id)
+            if state is None:
+                continue
+            reported = agents.conversation_reported(task)
+            if reported is not None:
+                task = ledger.update_task(
+                    task.id,
+                    actor=Actor.HOOK,
+                    kind="agent.conversation",
+                    data={"conversation": reported},
+                    conversation_id=reported,
+                )
+            profile = agents.profile_of(settings_of(task), task)
+            if state.state is AgentState.EXITED or agents.said_done(task, state, profile):
+                changed.append(
+                    agents.finish_exited(ledger, self.runtime, task, state, Actor.CONTROLLER)
+                )
+            elif record and str(state) != task.agent_state:
+                changed.append(
+                    ledger.update_task(
+                        task.id,
+                        actor=Actor.CONTROLLER,
+                        kind="agent.state",
+                        data={"state": str(state), "source": state.source},
+                        agent_state=str(state),
+                    )
+                )
+        max_running = load_settings(None).agents.max_running
+        queued = sorted(
+            (t for t in ledger.tasks(include_retired=False) if t.state is TaskState.QUEUED),
+            key=lambda t: t.updated_at,
+        )
+        for task in queued:
+            if self._running() >= max_running:
+                break
+            ctx = context(task.repo_id)
+            if ctx is None:
+                continue
+            try:
+                kind = "agent.resumed" if task.agent_started_at else "agent.started"
+                changed.append(
+                    agents.start(ctx, ledger, self.runtime, task, Actor.CONTROLLER, kind=kind)
+                )
+            except LaneboardError as err:
+                if task.agent_state != f"start failed: {err}"[:200]:
+                    ledger.update_task(
+                        task.id,
+                        actor=Actor.CONTROLLER,
+                        kind="agent.start_failed",
+                        data={"error": str(err)},
+                        agent_state=f"start failed: {err}"[:200],
+                    )
+        return changed
+
+    def supervise(
+        self,
+        *,
+        interval: float = 1.0,
+        cancel: Cancel | None = None,
+        on_change: Callable[[Task], None] | None = None,
+        rounds: int | None = None,
+    ) -> None:
+        """Be the one controller: reconcile every `interval` seconds until cancelled (or for
+        `rounds` rounds). Refused while another live process is the controller; a dead one's
+        place is taken over."""
+        me, start = procs.me()
+        holder = self._ledger().claim_controller(me, start)
+        if holder is not None:
+            raise LaneboardError(f"another controller runs (pid {holder}); one at a time")
+        try:
+            done = 0
+            while rounds is None or done < rounds:
+                for task in self.reconcile(record=True):
+                    if on_change is not None:
+                        on_change(task)
+                done += 1
+                if cancel is not None:
+                    if cancel.wait(interval):
+                        return
+                else:
+                    time.sleep(interval)
+        finally:
+            self._ledger().release_controller(me)
+
+    def controller(self) -> int | None:
+        """The pid of the running controller, if any."""
+        return self._ledger().controller()
+
+    @staticmethod
+    def tmux_socket() -> str | None:
+        """The tmux server agents run on: `LANEBOARD_TMUX_SOCKET`, else config
+        `agents.tmux_socket`, else None (the user's default server)."""
+        return os.environ.get("LANEBOARD_TMUX_SOCKET") or load_settings(None).agents.tmux_socket

@@ -1,0 +1,336 @@
+"""The agent runtime on tmux (DESIGN.md section 9, ../shared/AGENTS.md section 4).
+
+Implements `core.domain.runtime.Runtime` with libtmux's `Server.cmd` (one tmux process per call;
+libtmux's object layer issues one per object, which a refresh cannot afford). Every pane is named
+by its id (`%12`), never by a name. A refresh is one `list-panes -a`; screens are read with one
+chained invocation for all the panes that need one (`capture_many`).
+
+An agent is the pane's own command: its argv goes to tmux as separate arguments, which tmux
+executes directly (no shell, no quoting). A window is first made with an inert placeholder so that
+`remain-on-exit` is on before the agent starts (an agent that exits at once still leaves its exit
+status and screen), then `respawn-pane` starts the agent in it; `resume` respawns the same pane,
+so the pane id lives as long as the window.
+
+Server: the user's default tmux server (the one `$TMUX` names inside tmux), unless a socket is
+given (`LANEBOARD_TMUX_SOCKET` or config): a name (`-L`) or, with a `/`, a path (`-S`).
+Thread-safety: every call is one tmux process; nothing is cached but the socket's path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.runtime import LaunchSpec, PaneRef, PaneState, StopResult
+from laneboard.sessions.shims import write_shims
+
+MIN_VERSION = (3, 2, "a")
+PLACEHOLDER = ("sleep", "2147483647")
+"""What a new window runs until the agent is respawned into it."""
+MARK = "@@laneboard-pane "
+"""Separates the panes' screens in a chained capture."""
+FIELDS = (
+    "#{pane_id}",
+    "#{pane_dead}",
+    "#{pane_dead_status}",
+    "#{pane_pid}",
+    "#{window_activity}",
+    "#{session_id}",
+    "#{window_id}",
+    "#{pid}",
+    "#{pane_current_command}",
+)
+FORMAT = "\t".join(FIELDS)
+
+
+class TmuxError(LaneboardError):
+    """tmux is missing, too old, or refused a command."""
+
+
+def version(tmux: str = "tmux") -> tuple[int, int, str]:
+    """tmux's version as (major, minor, letter); `TmuxError` when it is missing or unreadable."""
+    found = shutil.which(tmux)
+    if found is None:
+        raise TmuxError("tmux is not installed; laneboard runs agents in tmux (3.2a or newer)")
+    out = subprocess.run([found, "-V"], capture_output=True, text=True, check=False).stdout
+    match = re.search(r"(\d+)\.(\d+)([a-z]?)", out)
+    if match is None:
+        raise TmuxError(f"cannot read tmux's version from {out.strip()!r}")
+    return int(match[1]), int(match[2]), match[3]
+
+
+def check_version(found: tuple[int, int, str]) -> None:
+    if found < MIN_VERSION:
+        have = f"{found[0]}.{found[1]}{found[2]}"
+        raise TmuxError(f"tmux {have} is too old; laneboard needs tmux 3.2a or newer")
+
+
+class TmuxRuntime:
+    """Agents in panes of one tmux server. `socket`: None (the default server), a name, or a
+    path (with a `/`)."""
+
+    def __init__(self, socket: str | None = None) -> None:
+        from libtmux import Server
+
+        self.socket = socket
+        self._checked = False
+        if socket and "/" in socket:
+            self.server = Server(socket_path=socket)
+        elif socket:
+            self.server = Server(socket_name=socket)
+        else:
+            self.server = Server()
+
+    @property
+    def socket_path(self) -> str:
+        """The server's socket, as tmux resolves it (recorded in the ledger with each pane)."""
+        if self.socket and "/" in self.socket:
+            return str(Path(self.socket).absolute())
+        if not self.socket and os.environ.get("TMUX"):
+            return os.environ["TMUX"].split(",")[0]
+        base = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
+        return str(base / (self.socket or "default"))
+
+    def _run(self, *args: str) -> Any:
+        """One tmux invocation; `TmuxError` when tmux is missing or too old."""
+        if not self._checked:
+            check_version(version())
+            self._checked = True
+        from libtmux import exc
+
+        try:
+            return self.server.cmd(*args)
+        except exc.TmuxCommandNotFound:
+            raise TmuxError("tmux is not installed; laneboard runs agents in tmux") from None
+
+    def _cmd(self, *args: str) -> list[str]:
+        result = self._run(*args)
+        if result.returncode != 0:
+            raise TmuxError(f"tmux {args[0]}: {' '.join(result.stderr) or 'failed'}")
+        return list(result.stdout)
+
+    def _ref(self, pane_id: str, session_id: str | None, window_id: str | None) -> PaneRef:
+        return PaneRef(pane_id, self.socket_path, session_id, window_id)
+
+    # --- reading -------------------------------------------------------------------------
+
+    def snapshot(self) -> Mapping[str, PaneState]:
+        """Every pane of the server, by pane id; empty when no server runs."""
+        try:
+            result = self._run("list-panes", "-a", "-F", FORMAT)
+        except TmuxError:
+            return {}  # without tmux no pane exists: every task's runtime is lost
+        if result.returncode != 0:
+            return {}  # no server (or no sessions): no panes
+        panes: dict[str, PaneState] = {}
+        for line in result.stdout:
+            parts = line.split("\t", len(FIELDS) - 1)
+            if len(parts) != len(FIELDS):
+                continue
+            pane_id, dead, status, pid, activity, session_id, window_id, server, command = parts
+            panes[pane_id] = PaneState(
+                ref=PaneRef(
+                    pane_id,
+                    self.socket_path,
+                    session_id,
+                    window_id,
+                    int(server) if server.isdigit() else None,
+                ),
+                alive=dead != "1",
+                exit_status=int(status) if dead == "1" and status.lstrip("-").isdigit() else None,
+                pid=int(pid) if pid.isdigit() else None,
+                command=command or None,
+                activity=float(activity) if activity.isdigit() else None,
+            )
+        return panes
+
+    def capture(self, pane: PaneRef, lines: int) -> str:
+        return self.capture_many([pane], lines).get(pane.pane_id, "")
+
+    def capture_many(self, panes: Iterable[PaneRef], lines: int) -> dict[str, str]:
+        """The last `lines` lines of each pane's screen (joined wrapped lines), in one tmux
+        invocation; a pane that is gone is left out."""
+        args: list[str] = []
+        wanted = [pane.pane_id for pane in panes]
+        for pane_id in wanted:
+            if args:
+                args.append(";")
+            args += ["display-message", "-p", "-t", pane_id, MARK + pane_id, ";"]
+            args += ["capture-pane", "-p", "-J", "-t", pane_id, "-S", str(-lines)]
+        if not args:
+            return {}
+        result = self._run(*args)
+        if result.returncode != 0 and len(wanted) > 1:
+            # One pane vanished meanwhile: tmux stops at the failing command. Read one by one.
+            found: dict[str, str] = {}
+            for pane_id in wanted:
+                found.update(self.capture_many([PaneRef(pane_id)], lines))
+            return found
+        screens: dict[str, str] = {}
+        current: str | None = None
+        for line in result.stdout:
+            if line.startswith(MARK):
+                current = line[len(MARK) :]
+                screens[current] = ""
+            elif current is not None:
+                screens[current] += line + "\n"
+        return screens
+
+    def history(self, pane: PaneRef) -> str:
+        """The pane's whole scrollback and screen."""
+        return "\n".join(self._cmd("capture-pane", "-p", "-J", "-t", pane.pane_id, "-S", "-"))
+
+    # --- changing ------------------------------------------------------------------------
+
+    def launch(self, spec: LaunchSpec) -> PaneRef:
+        """Start `spec.argv` in a new window `spec.window` of session `spec.session` (made when
+        missing), or, with `spec.pane` and that pane still there, again in that pane."""
+        if spec.shims is not None:
+            plan = spec.shims
+            write_shims(
+                plan.task_id, plan.task_name, Path(plan.root), list(plan.commands),
+                Path(plan.directory),
+            )  # fmt: skip
+        pane_id: str | None = spec.pane.pane_id if spec.pane is not None else None
+        if pane_id is not None and pane_id not in self.snapshot():
+            pane_id = None
+        if pane_id is None:
+            fmt = "#{pane_id}\t#{session_id}\t#{window_id}"
+            exists = self._run("has-session", "-t", f"={spec.session}").returncode == 0
+            if exists:
+                made = self._cmd(
+                    "new-window", "-d", "-P", "-F", fmt, "-t", f"={spec.session}:",
+                    "-n", spec.window, "-c", spec.cwd, *PLACEHOLDER,
+                )  # fmt: skip
+            else:
+                made = self._cmd(
+                    "new-session", "-d", "-P", "-F", fmt, "-s", spec.session,
+                    "-n", spec.window, "-c", spec.cwd, "-x", "200", "-y", "50", *PLACEHOLDER,
+                )  # fmt: skip
+            pane_id = made[0].split("\t")[0]
+        env: list[str] = []
+        for key, val in spec.env.items():
+            env += ["-e", f"{key}={val}"]
+        try:
+            self._cmd(
+                "set-option", "-w", "-t", pane_id, "remain-on-exit", "on", ";",
+                "respawn-pane", "-k", "-t", pane_id, "-c", spec.cwd, *env, *_direct(spec.argv),
+            )  # fmt: skip
+        except TmuxError:
+            if spec.pane is None:
+                self._run("kill-pane", "-t", pane_id)
+            raise
+        state = self.snapshot().get(pane_id)
+        if state is None:
+            raise TmuxError(f"the pane {pane_id} vanished as it started")
+        return state.ref
+
+    def send_text(self, pane: PaneRef, text: str, *, enter: bool) -> None:
+        """Type `text` literally, then Enter as its own key."""
+        if text:
+            self._cmd("send-keys", "-t", pane.pane_id, "-l", "--", text)
+        if enter:
+            self._cmd("send-keys", "-t", pane.pane_id, "Enter")
+
+    def stop(self, pane: PaneRef, timeout: float) -> StopResult:
+        """Ask the agent to quit (SIGTERM to its process group), wait up to `timeout`, then end
+        its process group and session with SIGKILL. The pane stays (dead, its screen readable).
+        Idempotent: a pane that is dead or gone is stopped already."""
+        state = self.snapshot().get(pane.pane_id)
+        if state is None:
+            return StopResult(stopped=True, detail="its pane is gone")
+        if not state.alive or state.pid is None:
+            return StopResult(stopped=True, exit_status=state.exit_status, detail="it had exited")
+        pid = state.pid
+        _signal_group(pid, signal.SIGTERM)
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            state = self.snapshot().get(pane.pane_id)
+            if state is None or not state.alive:
+                _kill_session(pid)  # children it left behind in the pane's session
+                return StopResult(True, state.exit_status if state else None, "it quit")
+            time.sleep(0.05)
+        _signal_group(pid, signal.SIGKILL)
+        _kill_session(pid)
+        end = time.monotonic() + 2.0
+        while time.monotonic() < end:
+            state = self.snapshot().get(pane.pane_id)
+            if state is None or not state.alive:
+                return StopResult(True, state.exit_status if state else None, "it was killed")
+            time.sleep(0.05)
+        return StopResult(False, detail=f"pid {pid} still runs after SIGKILL")
+
+    def select(self, pane: PaneRef) -> None:
+        """Make the pane's window current in its session, and the pane current in it."""
+        self._cmd("select-window", "-t", pane.pane_id, ";", "select-pane", "-t", pane.pane_id)
+
+    def attach_argv(self, pane: PaneRef) -> list[str] | None:
+        """Inside a client of this server: switch it to the pane (returns None). Outside:
+        the argv that attaches a terminal to it (the caller runs it in the foreground)."""
+        self.select(pane)
+        inside = os.environ.get("TMUX", "").split(",")[0]
+        if inside and Path(inside).resolve() == Path(self.socket_path).resolve():
+            self._cmd("switch-client", "-t", pane.pane_id)
+            return None
+        where = ["-S", self.socket_path]
+        return ["tmux", *where, "attach-session", "-t", pane.pane_id]
+
+    def shell(self, beside: PaneRef, cwd: str, env: Mapping[str, str]) -> PaneRef:
+        """A plain shell pane beside `beside` in its window: the one made before if it is still
+        there (selected), else a new one started in `cwd` with `env`."""
+        for line in self._cmd("list-panes", "-t", beside.pane_id, "-F", "#{pane_id}\t#{@lb}"):
+            pane_id, _, mark = line.partition("\t")
+            if mark == "shell" and pane_id != beside.pane_id:
+                self._cmd("select-pane", "-t", pane_id)
+                return self._ref(pane_id, beside.session_id, beside.window_id)
+        args: list[str] = []
+        for key, val in env.items():
+            args += ["-e", f"{key}={val}"]
+        made = self._cmd(
+            "split-window", "-h", "-P", "-F", "#{pane_id}", "-t", beside.pane_id, "-c", cwd, *args
+        )
+        pane_id = made[0]
+        self._cmd("set-option", "-p", "-t", pane_id, "@lb", "shell")
+        return self._ref(pane_id, beside.session_id, beside.window_id)
+
+    def kill_window(self, pane: PaneRef) -> None:
+        self._run("kill-window", "-t", pane.pane_id)
+
+
+def _direct(argv: Sequence[str]) -> list[str]:
+    """`argv` as tmux executes it directly: with one argument tmux would run it through a
+    shell, so a lone command goes through `env` (which execs it, keeping the pid)."""
+    if not argv:
+        raise TmuxError("an empty command cannot be launched")
+    return list(argv) if len(argv) > 1 else ["env", "--", *argv]
+
+
+def _signal_group(pid: int, signum: int) -> None:
+    try:
+        os.killpg(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signum)
+
+
+def _kill_session(sid: int) -> None:
+    """SIGKILL every process of session `sid` (the pane's: its leader is the agent)."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if len(fields) > 4 and fields[4] == str(sid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry.name), signal.SIGKILL)

@@ -1,0 +1,119 @@
+"""A stand-in for Claude Code, as laneboard drives it (../shared/AGENTS.md sections 1-3).
+
+CLI: `claude.py [--settings FILE] [--session-id UUID | --resume UUID] [PROMPT]`. It runs the
+hooks the settings file names (`UserPromptSubmit`, `PreToolUse`, `PermissionRequest`, `Stop`,
+`SessionStart`, `SessionEnd`) the way Claude does: the command through `sh -c`, compact JSON
+on stdin with `session_id`, `hook_event_name` and `cwd`. Its screen uses Claude's strings:
+`esc to interrupt` while busy, `Do you want to proceed?` / `❯ Yes` when it asks, a bare `❯`
+prompt when idle.
+
+Each conversation is kept in `$HOME/.fake-claude/<id>.log` (one line per prompt), and
+`--resume` prints how many turns it already holds, so a test can see that the same
+conversation continued.
+
+Input lines: `work S` (busy S seconds, with hooks), `quiet S` (busy S seconds, printing, but
+sending no hook), `ask` (a permission question; the next line answers it), `write NAME TEXT`
+(a file in the cwd), `exit N` (SessionEnd, then exit N); anything else is a prompt answered at
+once. `FAKE_CLAUDE_IGNORE_TERM=1` ignores SIGTERM (a stubborn agent).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+
+class Agent:
+    def __init__(self, argv: list[str]) -> None:
+        self.settings: dict = {}
+        self.session = str(uuid.uuid4())
+        self.resumed = False
+        prompt = None
+        args = list(argv)
+        while args:
+            arg = args.pop(0)
+            if arg == "--settings":
+                self.settings = json.loads(Path(args.pop(0)).read_text())
+            elif arg == "--session-id":
+                self.session = args.pop(0)
+            elif arg == "--resume":
+                self.session = args.pop(0)
+                self.resumed = True
+            elif arg.startswith("-"):
+                raise SystemExit(f"unknown option {arg}")
+            else:
+                prompt = arg
+        self.prompt = prompt
+        self.log = Path(os.environ["HOME"]) / ".fake-claude" / f"{self.session}.log"
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+
+    def hook(self, event: str, **fields: object) -> None:
+        payload = json.dumps(
+            {"session_id": self.session, "hook_event_name": event, "cwd": os.getcwd(), **fields},
+            separators=(",", ":"),
+        )
+        for entry in self.settings.get("hooks", {}).get(event, []):
+            for hook in entry.get("hooks", []):
+                subprocess.run(["sh", "-c", hook["command"]], input=payload, text=True, check=False)
+
+    def turn(self, prompt: str, seconds: float = 0.0, hooks: bool = True) -> None:
+        with self.log.open("a") as handle:
+            handle.write(prompt + "\n")
+        if hooks:
+            self.hook("UserPromptSubmit", prompt=prompt)
+            self.hook("PreToolUse", tool_name="Bash")
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            print(f"✻ Working on {prompt!r}… (esc to interrupt)", flush=True)
+            time.sleep(0.3)
+        print(f"● done: {prompt}", flush=True)
+        if hooks:
+            self.hook("Stop")
+
+    def run(self) -> int:
+        if os.environ.get("FAKE_CLAUDE_IGNORE_TERM"):
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print(f"Fake Claude Code (session {self.session})", flush=True)
+        print(f"cwd: {os.getcwd()}", flush=True)
+        if self.resumed:
+            turns = len(self.log.read_text().splitlines()) if self.log.exists() else 0
+            print(f"resumed conversation with {turns} turns", flush=True)
+        self.hook("SessionStart", source="resume" if self.resumed else "startup")
+        if self.prompt:
+            self.turn(self.prompt, 1.0)
+        while True:
+            try:
+                line = input("❯ ").strip()
+            except EOFError:
+                line = "exit 0"
+            command, _, rest = line.partition(" ")
+            if command == "exit":
+                self.hook("SessionEnd")
+                return int(rest or 0)
+            if command == "work":
+                self.turn(line, float(rest or 1))
+            elif command == "quiet":
+                self.turn(line, float(rest or 1), hooks=False)
+            elif command == "ask":
+                self.hook("PermissionRequest", tool_name="Bash")
+                print("Do you want to proceed?", flush=True)
+                print("❯ Yes", flush=True)
+                print("  No (Esc to cancel)", flush=True)
+                sys.stdin.readline()
+                self.turn("approved")
+            elif command == "write":
+                name, _, text = rest.partition(" ")
+                Path(name).write_text(text + "\n")
+                print(f"wrote {name}", flush=True)
+            elif line:
+                self.turn(line)
+
+
+if __name__ == "__main__":
+    sys.exit(Agent(sys.argv[1:]).run())
