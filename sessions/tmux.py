@@ -331,6 +331,6 @@ def _kill_session(sid: int) -> None:
             fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if len(fields) > 4 and fields[4] == str(sid):
+        if len(fields) > 3 and fields[3] == str(sid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(int(entry.name), signal.SIGKILL)

@@ -214,6 +214,20 @@ def launch_argv(
     return argv
 
 
+EXIT_EVENT = "exited"
+"""The event the pane's wrapper writes with the agent's exit status as its detail."""
+WRAPPER = '"$@"; code=$?; printf "exited\\t-\\t%s\\n" "$code" >>"$LANEBOARD_EVENTS"; exit "$code"'
+
+
+def pane_argv(argv: Sequence[str]) -> list[str]:
+    """The pane's own command for an agent's argv: `sh` runs the agent (argv exactly, no
+    quoting) and writes its exit status to the task's event file as it ends. tmux records the
+    status too, but tmux 3.3 loses it now and then when a pane dies (measured: about 1 exit in
+    15); the file never does. The agent stays in the pane's process group and session, so
+    stopping the pane stops it, and a hang-up reaches it."""
+    return ["sh", "-c", WRAPPER, "laneboard-agent", *argv]
+
+
 # --- what an agent is doing -----------------------------------------------------------------
 
 

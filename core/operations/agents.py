@@ -28,6 +28,7 @@ from laneboard.core.adapters.config import Settings, state_dir
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.agents import (
+    EXIT_EVENT,
     AgentState,
     Observed,
     Profile,
@@ -36,6 +37,7 @@ from laneboard.core.domain.agents import (
     custom,
     detect,
     launch_argv,
+    pane_argv,
     profiles,
     session_name,
 )
@@ -166,7 +168,7 @@ def start(
     env = environment(ctx, task, profile, shims) | hook_env
     previous = pane_of(task)
     spec = LaunchSpec(
-        argv=tuple(argv),
+        argv=tuple(pane_argv(argv)),
         cwd=task.worktree_path,
         session=session_name(ctx.repo.name),
         window=task.name,
@@ -252,7 +254,12 @@ def observe_all(
         if seen is None or not same_pane(recorded, seen):
             found[task.id] = State(AgentState.LOST, source="tmux")
         elif not seen.alive:
-            found[task.id] = State(AgentState.EXITED, seen.exit_status, source="tmux")
+            code = seen.exit_status
+            event = agentfiles.last_event(states, task.id)
+            fresh = event is not None and event.at >= (task.agent_started_at or 0)
+            if fresh and event and event.name == EXIT_EVENT and event.detail is not None:
+                code = int(event.detail) if event.detail.isdigit() else code
+            found[task.id] = State(AgentState.EXITED, code, source="tmux")
         else:
             alive.append((task, seen))
     screens = runtime.capture_many([seen.ref for _, seen in alive], SCREEN_LINES)

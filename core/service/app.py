@@ -182,7 +182,7 @@ class Service(AgentCommands):
         name: str,
         *,
         base: str | None = None,
-        start: bool = True,
+        start: bool = False,
         agent: str | None = None,
         command: list[str] | None = None,
         prompt: str | None = None,
@@ -192,7 +192,7 @@ class Service(AgentCommands):
     ) -> Outcome:
         """Provision task `name` from `base` (default: HEAD of the checkout `where` is in, as
         git means it), registering the repo if needed, but only once the name, base and agent
-        are valid: a refused `new` changes nothing. With `start`, its agent starts (or the task
+        are valid: a refused `new` changes nothing. With `start`, its agent starts too (or the task
         is queued when `agents.max_running` run already). `on_wait` hears when it waits for a
         lane, `on_output` receives the setup command's output as it comes."""
         from laneboard.core.operations import agents, provision

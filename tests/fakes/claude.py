@@ -4,8 +4,8 @@ CLI: `claude.py [--settings FILE] [--session-id UUID | --resume UUID] [PROMPT]`.
 hooks the settings file names (`UserPromptSubmit`, `PreToolUse`, `PermissionRequest`, `Stop`,
 `SessionStart`, `SessionEnd`) the way Claude does: the command through `sh -c`, compact JSON
 on stdin with `session_id`, `hook_event_name` and `cwd`. Its screen uses Claude's strings:
-`esc to interrupt` while busy, `Do you want to proceed?` / `❯ Yes` when it asks, a bare `❯`
-prompt when idle.
+`esc to interrupt` while busy, `Do you want to proceed?` / `<marker> Yes` when it asks, a
+bare `<marker>` prompt when idle (`MARKER`, Claude's U+276F).
 
 Each conversation is kept in `$HOME/.fake-claude/<id>.log` (one line per prompt), and
 `--resume` prints how many turns it already holds, so a test can see that the same
@@ -27,6 +27,9 @@ import sys
 import time
 import uuid
 from pathlib import Path
+
+MARKER = "\u276f"
+"""Claude's prompt and selection marker."""
 
 
 class Agent:
@@ -69,10 +72,14 @@ class Agent:
             self.hook("UserPromptSubmit", prompt=prompt)
             self.hook("PreToolUse", tool_name="Bash")
         end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            print(f"✻ Working on {prompt!r}… (esc to interrupt)", flush=True)
+        tick = 0
+        while time.monotonic() < end:  # one status line, redrawn in place, as Claude's is
+            tick += 1
+            print(
+                f"\r\x1b[2K✻ Working on {prompt!r}… {tick} (esc to interrupt)", end="", flush=True
+            )
             time.sleep(0.3)
-        print(f"● done: {prompt}", flush=True)
+        print(f"\r\x1b[2K● done: {prompt}", flush=True)
         if hooks:
             self.hook("Stop")
 
@@ -89,7 +96,7 @@ class Agent:
             self.turn(self.prompt, 1.0)
         while True:
             try:
-                line = input("❯ ").strip()
+                line = input(f"{MARKER} ").strip()
             except EOFError:
                 line = "exit 0"
             command, _, rest = line.partition(" ")
@@ -103,7 +110,7 @@ class Agent:
             elif command == "ask":
                 self.hook("PermissionRequest", tool_name="Bash")
                 print("Do you want to proceed?", flush=True)
-                print("❯ Yes", flush=True)
+                print(f"{MARKER} Yes", flush=True)
                 print("  No (Esc to cancel)", flush=True)
                 sys.stdin.readline()
                 self.turn("approved")

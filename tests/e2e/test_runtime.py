@@ -1,0 +1,381 @@
+"""Agents in real tmux panes (a private server per test, libtmux's pytest plugin), driven from
+the command line as an operator would, with a fake Claude Code (`tests/fakes/claude.py`) that
+takes Claude's flags, runs the hooks of its `--settings` file and prints Claude's screens."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO_ROOT, git
+from tests.procs import Spawned
+
+pytestmark = pytest.mark.tmux
+
+FAKE = [sys.executable, str(REPO_ROOT / "tests" / "fakes" / "claude.py")]
+DEADLINE = 20.0
+
+
+def eventually(check: Callable[[], Any], what: str, deadline: float = DEADLINE) -> Any:
+    """`check()`'s first truthy answer; fails naming `what` when none comes in time. Agent
+    states are read from tmux and hook files: there is no event to wait on but the answer."""
+    end = time.monotonic() + deadline
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > end:
+            raise AssertionError(f"{what}: not within {deadline}s (last answer {found!r})")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def agents(server, repo: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+    """Agents run on the test's private tmux server; `claude` is the fake. Call the fixture
+    with extra `[agents]` lines or profile fields to change the config."""
+    monkeypatch.setenv("LANEBOARD_TMUX_SOCKET", server.socket_name)
+    home = Path(os.environ["LANEBOARD_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+
+    def configure(agents_lines: str = "", profile_lines: str = "") -> None:
+        (home / "config.toml").write_text(
+            f"[agents]\n{agents_lines}\n"
+            f"[agents.profiles.claude]\ncommand = {json.dumps(FAKE)}\n{profile_lines}\n"
+        )
+
+    configure()
+    return configure
+
+
+def show(cli, name: str) -> dict[str, Any]:
+    result = cli("show", name, "--json")
+    assert result.code == 0, result.err
+    document: dict[str, Any] = json.loads(result.out)
+    return document
+
+
+def agent_state(cli, name: str) -> str | None:
+    agent = show(cli, name)["agent"]
+    if agent is None:
+        return None
+    return str(agent["state"]) if agent["exit_code"] is None else f"exited({agent['exit_code']})"
+
+
+def screen(server, cli, name: str) -> str:
+    pane = show(cli, name)["pane"]["pane_id"]
+    return "\n".join(server.cmd("capture-pane", "-p", "-J", "-t", pane, "-S", "-200").stdout)
+
+
+def test_new_starts_the_agent_in_its_verified_worktree_on_a_pinned_conversation(
+    repo: Path, cli, agents, server
+) -> None:
+    result = cli("new", "t", "--prompt", "fix the login")
+    assert result.code == 0, result.err
+    assert "running in pane %" in result.out
+    task = show(cli, "t")
+    worktree = repo / ".worktrees" / "t"
+    conversation = task["conversation_id"]
+    assert uuid.UUID(conversation)  # laneboard chose it: Claude takes --session-id <uuid>
+    eventually(lambda: "done: fix the login" in screen(server, cli, "t"), "the first prompt")
+    text = screen(server, cli, "t")
+    assert f"session {conversation}" in text
+    assert f"cwd: {worktree}" in text
+    listed = server.cmd(
+        "list-panes", "-a", "-F", "#{session_name} #{window_name} #{pane_id} #{remain-on-exit}"
+    ).stdout
+    assert f"lb-repo t {task['pane']['pane_id']} on" in listed
+    # The hooks' settings live in laneboard's state dir; nothing was written into the worktree.
+    assert git(worktree, "status", "--porcelain", "--ignored") == ""
+    events = Path(os.environ["LANEBOARD_HOME"]) / "events" / f"{task['id']}.log"
+    assert events.read_text().splitlines()[0].split("\t")[:2] == ["SessionStart", conversation]
+
+
+def test_the_panes_environment_names_the_task_and_turns_off_repository_maintenance(
+    repo: Path, cli, agents, server, tmp_path: Path
+) -> None:
+    dump = tmp_path / "env.json"
+    command = (
+        f'{sys.executable} -c \'import json,os; json.dump(dict(os.environ), open("{dump}", "w"))\''
+    )
+    assert cli("new", "t", "--cmd", command).code == 0
+    env = eventually(lambda: dump.exists() and json.loads(dump.read_text() or "{}"), "env dump")
+    assert env["LANEBOARD_TASK"] == show(cli, "t")["id"]
+    assert env["LANEBOARD_REPO"] == str(repo)
+    assert env["PATH"].split(os.pathsep)[0].endswith("/bin")
+    pairs = {
+        env[f"GIT_CONFIG_KEY_{n}"]: env[f"GIT_CONFIG_VALUE_{n}"]
+        for n in range(int(env["GIT_CONFIG_COUNT"]))
+    }
+    assert pairs == {"gc.auto": "0", "maintenance.auto": "false"}
+    result = subprocess.run(
+        ["git", "config", "gc.auto"], cwd=repo, env=env, capture_output=True, text=True
+    )
+    assert result.stdout.strip() == "0"
+
+
+def test_states_follow_the_hooks_working_waiting_idle(repo: Path, cli, agents, server) -> None:
+    assert cli("new", "t").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle after SessionStart")
+    assert cli("send", "t", "work 3").code == 0
+    eventually(lambda: agent_state(cli, "t") == "working", "working")
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle after Stop")
+    assert cli("send", "t", "ask").code == 0
+    eventually(lambda: agent_state(cli, "t") == "waiting", "waiting on a permission")
+    assert cli("send", "t", "yes").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle once answered")
+
+
+def test_without_hooks_the_screen_says_working_and_idle_after_the_debounce(
+    repo: Path, cli, agents, server
+) -> None:
+    agents(profile_lines='hooks = "none"')
+    assert cli("new", "t").code == 0
+    eventually(lambda: "\u276f" in screen(server, cli, "t"), "the prompt")
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle once the screen is still")
+    assert cli("send", "t", "quiet 3").code == 0
+    eventually(lambda: agent_state(cli, "t") == "working", "working from `esc to interrupt`")
+    began = time.monotonic()
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle after the debounce")
+    assert time.monotonic() - began >= 1.0  # not idle the moment the busy line scrolled off
+
+
+def test_send_when_idle_waits_for_the_turn_to_end(repo: Path, cli, agents, server) -> None:
+    assert cli("new", "t").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle")
+    assert cli("send", "t", "work 2").code == 0
+    eventually(lambda: agent_state(cli, "t") == "working", "working")
+    assert cli("send", "t", "--when-idle", "next please").code == 0
+    text = screen(server, cli, "t")
+    assert text.index("done: work 2") < text.index("next please")
+    timed_out = cli("send", "t", "work 5")
+    assert timed_out.code == 0
+    eventually(lambda: agent_state(cli, "t") == "working", "working again")
+    late = cli("send", "t", "--when-idle", "--timeout", "0.3", "never typed")
+    assert late.code == 75
+    assert "never typed" not in screen(server, cli, "t")
+
+
+def test_an_exited_agent_makes_its_task_ready_for_review_with_its_code(
+    repo: Path, cli, agents, server
+) -> None:
+    assert cli("new", "t").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle")
+    assert cli("send", "t", "exit 3").code == 0
+    eventually(lambda: agent_state(cli, "t") == "exited(3)", "exited(3) before anyone writes")
+    assert show(cli, "t")["state"] == "running"  # reads never write
+    assert cli("supervise", "--once").code == 0
+    task = show(cli, "t")
+    assert task["state"] == "ready_for_review"
+    log = cli("log", "t", "--json")
+    exited = [e for e in json.loads(log.out)["events"] if e["kind"] == "agent.exited"]
+    assert exited and exited[0]["data"]["code"] == 3
+    assert "Fake Claude Code" in exited[0]["data"]["screen"]
+
+
+def test_signal_done_finishes_a_task_whose_agent_still_runs(repo: Path, cli, agents) -> None:
+    assert cli("new", "t").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle")
+    assert cli("signal", "--task", show(cli, "t")["id"], "--state", "done").code == 0
+    assert cli("supervise", "--once").code == 0
+    assert show(cli, "t")["state"] == "ready_for_review"
+    bad = cli("signal", "--task", show(cli, "t")["id"], "--state", "sleeping")
+    assert bad.code == 1 and "unknown state" in bad.err
+
+
+def test_tasks_beyond_max_running_queue_and_start_when_a_session_ends(
+    repo: Path, cli, agents, server
+) -> None:
+    agents("max_running = 1")
+    assert cli("new", "a").code == 0
+    queued = cli("new", "b", "--prompt", "later")
+    assert queued.code == 0 and "queued" in queued.out
+    assert show(cli, "b")["state"] == "queued" and show(cli, "b")["pane"] is None
+    assert cli("pause", "a").code == 0  # frees the slot: b starts
+    assert show(cli, "b")["state"] == "running"
+    eventually(lambda: "done: later" in screen(server, cli, "b"), "b's first prompt")
+    resumed = cli("resume", "a")
+    assert resumed.code == 0 and show(cli, "a")["state"] == "queued"
+
+
+def test_pause_keeps_every_file_and_resume_continues_the_same_conversation(
+    repo: Path, cli, agents, server
+) -> None:
+    assert cli("new", "t", "--prompt", "first").code == 0
+    worktree = repo / ".worktrees" / "t"
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle")
+    (worktree / "tracked.txt").write_bytes(b"dirty\r\n\x00bytes")
+    git(worktree, "add", "tracked.txt")
+    (worktree / "tracked.txt").write_bytes(b"dirtier\r\n\x00bytes")
+    (worktree / "untracked.md").write_bytes(b"draft \xff\n")
+    before = show(cli, "t")
+    assert cli("pause", "t").code == 0
+    paused = show(cli, "t")
+    assert paused["state"] == "paused"
+    assert (worktree / "tracked.txt").read_bytes() == b"dirtier\r\n\x00bytes"
+    assert (worktree / "untracked.md").read_bytes() == b"draft \xff\n"
+    assert git(worktree, "diff", "--cached", "--name-only") == "tracked.txt"
+    log = json.loads(cli("log", "t", "--json").out)["events"]
+    assert "done: first" in next(e for e in log if e["kind"] == "agent.paused")["data"]["screen"]
+    assert cli("resume", "t").code == 0
+    after = show(cli, "t")
+    assert after["conversation_id"] == before["conversation_id"]
+    assert after["pane"]["pane_id"] == before["pane"]["pane_id"]  # the same pane, respawned
+    eventually(lambda: "resumed conversation with 1 turns" in screen(server, cli, "t"), "resume")
+    assert f"cwd: {worktree}" in screen(server, cli, "t")
+
+
+def test_a_stubborn_agent_is_stopped_after_the_grace(
+    repo: Path, cli, agents, server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agents("stop_grace = 0.5", 'env = { FAKE_CLAUDE_IGNORE_TERM = "1" }')
+    assert cli("new", "t").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle")
+    pane = show(cli, "t")["pane"]["pane_id"]
+    session = int(server.cmd("display-message", "-p", "-t", pane, "#{pane_pid}").stdout[0])
+    assert _session_members(session)  # the agent, which ignores SIGTERM, and its wrapper
+    began = time.monotonic()
+    assert cli("pause", "t").code == 0
+    assert time.monotonic() - began < 5
+    assert _session_members(session) == []
+
+
+def _session_members(sid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[3] == str(sid) and fields[0] != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+def test_after_the_tmux_server_dies_resume_brings_each_agent_back(
+    repo: Path, cli, agents, server
+) -> None:
+    assert cli("new", "a").code == 0
+    assert cli("new", "b").code == 0
+    conversations = {name: show(cli, name)["conversation_id"] for name in "ab"}
+    eventually(lambda: agent_state(cli, "a") == "idle", "idle")
+    server.cmd("kill-server")
+    assert agent_state(cli, "a") == "lost"
+    listing = cli("ls")
+    assert listing.out.count("runtime lost") == 2
+    assert cli("resume", "--all").code == 0
+    for name in "ab":
+        assert show(cli, name)["conversation_id"] == conversations[name]
+        eventually(lambda n=name: "resumed conversation" in screen(server, cli, n), "resumed")
+
+
+def test_a_pane_killed_by_hand_is_noticed(repo: Path, cli, agents, server) -> None:
+    assert cli("new", "t").code == 0
+    server.cmd("kill-pane", "-t", show(cli, "t")["pane"]["pane_id"])
+    assert agent_state(cli, "t") == "lost"
+    assert cli("send", "t", "hello").code == 1
+
+
+def test_a_pane_id_reused_by_a_new_server_is_not_the_tasks(repo: Path, cli, agents, server) -> None:
+    assert cli("new", "t").code == 0
+    pane = show(cli, "t")["pane"]["pane_id"]
+    server.cmd("kill-server")
+
+    def someone_elses_pane() -> bool:  # the old server may still be on its way out
+        server.cmd("new-session", "-d", "-s", "someone-else", "sleep", "300")
+        return pane in server.cmd("list-panes", "-a", "-F", "#{pane_id}").stdout
+
+    eventually(someone_elses_pane, "a new server giving out the same pane id")
+    assert agent_state(cli, "t") == "lost"
+    refused = cli("send", "t", "rm -rf /")
+    assert refused.code == 1
+    captured = server.cmd("capture-pane", "-p", "-t", pane).stdout
+    assert not any("rm -rf" in line for line in captured)
+
+
+def test_nothing_starts_in_or_is_sent_to_a_worktree_that_fails_verification(
+    repo: Path, cli, agents, server, tmp_path: Path
+) -> None:
+    assert cli("new", "t").code == 0
+    assert cli("new", "idle-one", "--no-start").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle")
+    for name in ("t", "idle-one"):
+        worktree = repo / ".worktrees" / name
+        os.rename(worktree, tmp_path / f"moved-{name}")
+        shutil.copytree(tmp_path / f"moved-{name}", worktree, symlinks=True)
+    panes_before = server.cmd("list-panes", "-a", "-F", "#{pane_id}").stdout
+    sent = cli("send", "t", "hello")
+    assert sent.code == 1 and "fails verification" in sent.err
+    assert "hello" not in screen(server, cli, "t")
+    started = cli("start", "idle-one")
+    assert started.code == 1 and "fails verification" in started.err
+    assert cli("pause", "t").code == 0
+    resumed = cli("resume", "t")
+    assert resumed.code == 1 and "fails verification" in resumed.err
+    assert server.cmd("list-panes", "-a", "-F", "#{pane_id}").stdout == panes_before
+
+
+def test_an_agent_that_is_not_installed_is_refused_before_anything_is_made(
+    repo: Path, cli, agents
+) -> None:
+    refused = cli("new", "t", "--agent", "codex")
+    assert refused.code == 1
+    assert "codex is not installed" in refused.err
+    assert cli("ls", "--json").out.count('"name"') == 0
+    assert git(repo, "branch", "--list", "lb/*") == ""
+
+
+def test_one_controller_at_a_time_and_a_dead_ones_place_is_taken(repo: Path, cli, agents) -> None:
+    first = Spawned(["supervise", "--interval", "0.2"], repo)
+    try:
+        eventually(lambda: _controller() == first.pid, "the first controller")
+        second = cli("supervise", "--once")
+        assert second.code == 1 and f"pid {first.pid}" in second.err
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait()
+        assert cli("supervise", "--once").code == 0
+    finally:
+        first.close()
+
+
+def _controller() -> int | None:
+    from laneboard.core.adapters.ledger import Ledger
+
+    ledger = Ledger.open_default()
+    try:
+        return ledger.controller()
+    finally:
+        ledger.close()
+
+
+def test_retain_stops_the_agent_and_keeps_the_worktree(repo: Path, cli, agents, server) -> None:
+    assert cli("new", "t").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle")
+    (repo / ".worktrees" / "t" / "notes.md").write_text("keep me\n")
+    assert cli("retain", "t").code == 0
+    pane = show(cli, "t")["pane"]["pane_id"]
+    dead = server.cmd("display-message", "-p", "-t", pane, "#{pane_dead}").stdout
+    assert dead == ["1"]
+    assert (repo / ".worktrees" / "t" / "notes.md").read_text() == "keep me\n"
+
+
+def test_shell_opens_beside_the_agent_once(repo: Path, cli, agents, server) -> None:
+    assert cli("new", "t").code == 0
+    first = cli("shell", "t")
+    again = cli("shell", "t")
+    assert first.code == 0 and again.code == 0
+    assert first.out.split()[-1] == again.out.split()[-1]
+    shell_pane = first.out.split()[-1]
+    where = server.cmd("display-message", "-p", "-t", shell_pane, "#{pane_current_path}").stdout
+    assert where == [str(repo / ".worktrees" / "t")]
