@@ -19,7 +19,7 @@ from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.lanes import LeaseKind
 from laneboard.core.domain.models import Actor, Task, TaskState
-from laneboard.core.domain.runtime import Runtime
+from laneboard.core.domain.runtime import Runtime, pane_of, same_pane
 from laneboard.core.domain.views import Finding
 from laneboard.core.operations import discard as removal
 from laneboard.core.operations.provision import (
@@ -59,6 +59,7 @@ def diagnose(ctx: RepoContext, ledger: Ledger, *, fix: bool, runtime: Runtime) -
                 Finding("check-failed", f"could not check it: {err}", task.name, task.id)
             )
 
+    findings.extend(_pane_findings(ledger, tasks, runtime, fix))
     areas = {Path(t.area) for t in tasks} | {ctx.area}
     for path, entry in entries.items():
         if path in live_paths:
@@ -87,6 +88,60 @@ def diagnose(ctx: RepoContext, ledger: Ledger, *, fix: bool, runtime: Runtime) -
                     )
                 )
     return findings
+
+
+def _pane_findings(ledger: Ledger, tasks: list[Task], runtime: Runtime, fix: bool) -> list[Finding]:
+    """Panes against the ledger: an agent still running for a retired task (`--fix` stops
+    it), a running task whose pane is gone (`laneboard resume` brings it back), and a recorded
+    pane id that now names someone else's pane (`--fix` forgets it, so nothing is ever sent
+    there)."""
+    found: list[Finding] = []
+    with_pane = [task for task in tasks if task.tmux_pane]
+    if not with_pane:
+        return found
+    panes = runtime.snapshot()
+    for task in with_pane:
+        recorded = pane_of(task)
+        assert recorded is not None
+        seen = panes.get(recorded.pane_id)
+        ours = seen is not None and same_pane(recorded, seen)
+        if not task.live and ours and seen is not None and seen.alive:
+            detail = f"pane {recorded.pane_id} still runs an agent for this {task.state.value} task"
+            if fix:
+                stopped = runtime.stop(recorded, timeout=5.0)
+                ledger.append_event(
+                    task.id, task.repo_id, "doctor.pane_stopped", Actor.DOCTOR,
+                    {"pane": recorded.pane_id, "stopped": stopped.stopped},
+                )  # fmt: skip
+                found.append(Finding("orphan-pane", detail, task.name, task.id, fixed="stopped"))
+            else:
+                found.append(
+                    Finding("orphan-pane", detail + "; --fix stops it", task.name, task.id)
+                )
+        elif task.live and seen is not None and not ours:
+            detail = f"pane {recorded.pane_id} is now someone else's pane (a new tmux server)"
+            if fix:
+                ledger.update_task(
+                    task.id, actor=Actor.DOCTOR, kind="doctor.pane_forgotten",
+                    data={"pane": recorded.pane_id},
+                    tmux_pane=None, tmux_window=None, tmux_session=None, tmux_server_pid=None,
+                )  # fmt: skip
+                found.append(Finding("pane-mismatch", detail, task.name, task.id, fixed="forgot"))
+            else:
+                found.append(
+                    Finding("pane-mismatch", detail + "; --fix forgets it", task.name, task.id)
+                )
+        elif task.state is TaskState.RUNNING and seen is None:
+            found.append(
+                Finding(
+                    "runtime-lost",
+                    f"its pane {recorded.pane_id} is gone; `laneboard resume {task.name}` "
+                    "continues its conversation",
+                    task.name,
+                    task.id,
+                )
+            )
+    return found
 
 
 def _task_findings(

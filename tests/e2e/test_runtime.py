@@ -379,3 +379,32 @@ def test_shell_opens_beside_the_agent_once(repo: Path, cli, agents, server) -> N
     shell_pane = first.out.split()[-1]
     where = server.cmd("display-message", "-p", "-t", shell_pane, "#{pane_current_path}").stdout
     assert where == [str(repo / ".worktrees" / "t")]
+
+
+def test_doctor_reconciles_panes_with_the_ledger(repo: Path, cli, agents, server) -> None:
+    assert cli("new", "orphan").code == 0
+    assert cli("new", "lost").code == 0
+    eventually(lambda: agent_state(cli, "orphan") == "idle", "idle")
+    orphan = show(cli, "orphan")
+    # A retired task whose agent still runs: the ledger says discarded, the pane lives on.
+    from laneboard.core.adapters.ledger import Ledger
+    from laneboard.core.domain.models import Actor, TaskState
+
+    ledger = Ledger.open_default()
+    try:
+        ledger.update_task(orphan["id"], actor=Actor.CLI, kind="test", state=TaskState.RETAINED)
+        ledger.update_task(orphan["id"], actor=Actor.CLI, kind="test", state=TaskState.DISCARDING)
+        ledger.update_task(
+            orphan["id"], actor=Actor.CLI, kind="test", state=TaskState.DISCARDED, settled=True
+        )
+    finally:
+        ledger.close()
+    server.cmd("kill-pane", "-t", show(cli, "lost")["pane"]["pane_id"])
+    report = json.loads(cli("doctor", "--json").out)
+    kinds = {(f["kind"], f["task"]) for f in report["findings"]}
+    assert ("orphan-pane", "orphan") in kinds
+    assert ("runtime-lost", "lost") in kinds
+    fixed = json.loads(cli("doctor", "--fix", "--json").out)
+    assert any(f["kind"] == "orphan-pane" and f["fixed"] for f in fixed["findings"])
+    dead = server.cmd("display-message", "-p", "-t", orphan["pane"]["pane_id"], "#{pane_dead}")
+    assert dead.stdout == ["1"]
