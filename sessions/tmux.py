@@ -1,12 +1,18 @@
 """The agent runtime on tmux (DESIGN.md section 9, ../shared/AGENTS.md section 4).
 
-Implements `core.domain.runtime.Runtime` with libtmux's `Server.cmd` (one tmux process per call;
-libtmux's object layer issues one per object, which a refresh cannot afford). Every pane is named
-by its id (`%12`), never by a name. A refresh is one `list-panes -a`; screens are read with one
-chained invocation for all the panes that need one (`capture_many`).
+Implements `core.domain.runtime.Runtime` by running tmux's own command line, one process per
+call, as libtmux's `Server.cmd` does, without importing libtmux: its import alone costs 100 to
+125 ms (measured), more than a whole `laneboard show`, and its object layer issues one tmux
+process per object, which a refresh cannot afford. (The tests' private servers come from
+libtmux's pytest plugin.) Every pane is named by its id (`%12`), never by a name. A refresh is
+one `list-panes -a`; screens are read with one chained invocation for all the panes that need
+one (`capture_many`).
 
-An agent is the pane's own command: its argv goes to tmux as separate arguments, which tmux
-executes directly (no shell, no quoting). A window is first made with an inert placeholder so that
+An agent's pane command is `domain.agents.pane_argv`: a `sh` that runs the agent's argv and
+records its exit status.
+
+The argv goes to tmux as separate arguments, which tmux executes directly (no shell parses
+it, nothing is quoted). A window is first made with an inert placeholder so that
 `remain-on-exit` is on before the agent starts (an agent that exits at once still leaves its exit
 status and screen), then `respawn-pane` starts the agent in it; `resume` respawns the same pane,
 so the pane id lives as long as the window.
@@ -27,7 +33,7 @@ import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.runtime import LaunchSpec, PaneRef, PaneState, StopResult
@@ -50,6 +56,12 @@ FIELDS = (
     "#{pane_current_command}",
 )
 FORMAT = "\t".join(FIELDS)
+
+
+class Result(NamedTuple):
+    returncode: int
+    stdout: list[str]
+    stderr: list[str]
 
 
 class TmuxError(LaneboardError):
@@ -79,16 +91,14 @@ class TmuxRuntime:
     path (with a `/`)."""
 
     def __init__(self, socket: str | None = None) -> None:
-        from libtmux import Server
-
         self.socket = socket
         self._checked = False
         if socket and "/" in socket:
-            self.server = Server(socket_path=socket)
+            self._where = ["-S", socket]
         elif socket:
-            self.server = Server(socket_name=socket)
+            self._where = ["-L", socket]
         else:
-            self.server = Server()
+            self._where = []
 
     @property
     def socket_path(self) -> str:
@@ -100,17 +110,19 @@ class TmuxRuntime:
         base = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
         return str(base / (self.socket or "default"))
 
-    def _run(self, *args: str) -> Any:
+    def _run(self, *args: str) -> Result:
         """One tmux invocation; `TmuxError` when tmux is missing or too old."""
         if not self._checked:
             check_version(version())
             self._checked = True
-        from libtmux import exc
-
         try:
-            return self.server.cmd(*args)
-        except exc.TmuxCommandNotFound:
+            done = subprocess.run(
+                ["tmux", *self._where, *args], capture_output=True, text=True, check=False,
+                errors="surrogateescape",
+            )  # fmt: skip
+        except FileNotFoundError:
             raise TmuxError("tmux is not installed; laneboard runs agents in tmux") from None
+        return Result(done.returncode, done.stdout.splitlines(), done.stderr.splitlines())
 
     def _cmd(self, *args: str) -> list[str]:
         result = self._run(*args)
