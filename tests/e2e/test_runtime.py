@@ -408,3 +408,100 @@ def test_doctor_reconciles_panes_with_the_ledger(repo: Path, cli, agents, server
     assert any(f["kind"] == "orphan-pane" and f["fixed"] for f in fixed["findings"])
     dead = server.cmd("display-message", "-p", "-t", orphan["pane"]["pane_id"], "#{pane_dead}")
     assert dead.stdout == ["1"]
+
+
+def test_discard_refuses_while_the_agent_runs(repo: Path, cli, agents, server) -> None:
+    assert cli("new", "t").code == 0
+    refused = cli("discard", "t", "--force")
+    assert refused.code == 1 and "agent" in refused.err
+    assert (repo / ".worktrees" / "t").is_dir()
+    assert cli("retain", "t").code == 0
+    assert cli("discard", "t").code == 0
+
+
+def test_pause_all_and_resume_all(repo: Path, cli, agents, server) -> None:
+    for name in ("a", "b"):
+        assert cli("new", name).code == 0
+    paused = cli("pause", "--all")
+    assert paused.code == 0 and sorted(paused.out.split()) == ["a:", "b:", "paused", "paused"]
+    assert {show(cli, n)["state"] for n in "ab"} == {"paused"}
+    assert cli("pause", "a", "--all").code == 2  # a name or --all, not both
+    assert cli("resume", "--all").code == 0
+    assert {show(cli, n)["state"] for n in "ab"} == {"running"}
+
+
+def test_a_task_sent_back_from_review_runs_its_conversation_again(
+    repo: Path, cli, agents, server
+) -> None:
+    assert cli("new", "t", "--prompt", "one").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle")
+    assert cli("send", "t", "exit 0").code == 0
+    eventually(lambda: agent_state(cli, "t") == "exited(0)", "exited")
+    assert cli("supervise", "--once").code == 0
+    assert show(cli, "t")["state"] == "ready_for_review"
+    assert cli("resume", "t").code == 0
+    assert show(cli, "t")["state"] == "running"
+    eventually(lambda: "resumed conversation with 1 turns" in screen(server, cli, "t"), "resumed")
+    kinds = [e["kind"] for e in json.loads(cli("log", "t", "--json").out)["events"]]
+    assert kinds.index("task.revising") < kinds.index("agent.resumed")
+
+
+def test_a_conversation_id_reported_by_a_hook_is_kept(repo: Path, cli, agents, server) -> None:
+    """Codex cannot take an id at launch: its `notify` hook reports `thread-id` (as the last
+    argument, as Codex passes it) and that is the id `resume` will use."""
+    hook_line = json.dumps({"type": "agent-turn-complete", "thread-id": "th-42"})
+    assert cli("new", "t", "--cmd", "sleep 300").code == 0
+    task = show(cli, "t")
+    assert task["conversation_id"] is None
+    home = Path(os.environ["LANEBOARD_HOME"])
+    events = home / "events" / f"{task['id']}.log"
+    subprocess.run(
+        ["sh", str(home / "hooks" / "event.sh"), "agent-turn-complete", "arg", hook_line],
+        env={**os.environ, "LANEBOARD_EVENTS": str(events)},
+        check=True,
+    )
+    assert cli("supervise", "--once").code == 0
+    assert show(cli, "t")["conversation_id"] == "th-42"
+
+
+def test_codex_gets_its_notify_hook_per_launch(tmp_path: Path) -> None:
+    from laneboard.core.adapters.agentfiles import injection
+    from laneboard.core.domain.agents import BUILTIN
+
+    args, env = injection(BUILTIN["codex"], tmp_path, "task1")
+    assert args[0] == "-c" and args[1].startswith("notify=")
+    notify = json.loads(args[1].removeprefix("notify="))
+    assert notify[:2] == ["sh", str(tmp_path / "hooks" / "event.sh")]
+    assert env["LANEBOARD_EVENTS"] == str(tmp_path / "events" / "task1.log")
+    args, env = injection(BUILTIN["gemini"], tmp_path, "task1")
+    settings = json.loads(Path(env["GEMINI_CLI_SYSTEM_SETTINGS_PATH"]).read_text())
+    assert set(settings["hooks"]) == {"BeforeAgent", "AfterAgent", "Notification", "SessionEnd"}
+    args, _ = injection(BUILTIN["aider"], tmp_path, "task1")
+    assert args[0] == "--notifications-command"
+
+
+def test_without_tmux_new_says_so_and_leaves_the_task_to_start_later(
+    repo: Path, cli, agents, tmp_path: Path
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("git", "sh", "sleep", "env"):
+        found = shutil.which(tool)
+        assert found is not None
+        (bin_dir / tool).symlink_to(found)
+    result = cli("new", "t", "--cmd", "sleep 300", env={"PATH": str(bin_dir)})
+    assert result.code == 1
+    assert "tmux is not installed" in result.err
+    assert "laneboard start t" in result.err
+    assert show(cli, "t")["state"] == "provisioned"
+
+
+def test_tmux_older_than_3_2a_is_refused() -> None:
+    from laneboard.sessions.tmux import TmuxError, check_version
+
+    check_version((3, 2, "a"))
+    check_version((3, 3, "a"))
+    with pytest.raises(TmuxError, match=r"tmux 3\.2 is too old; laneboard needs tmux 3\.2a"):
+        check_version((3, 2, ""))
+    with pytest.raises(TmuxError, match=r"2\.9a is too old"):
+        check_version((2, 9, "a"))
