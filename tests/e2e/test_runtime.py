@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -505,3 +506,45 @@ def test_tmux_older_than_3_2a_is_refused() -> None:
         check_version((3, 2, ""))
     with pytest.raises(TmuxError, match=r"2\.9a is too old"):
         check_version((2, 9, "a"))
+
+
+def _clients(server) -> list[str]:
+    return server.cmd("list-clients", "-F", "#{client_session} #{window_name}").stdout
+
+
+def test_attach_from_outside_tmux_attaches_this_terminal_to_the_tasks_window(
+    repo: Path, cli, agents, server
+) -> None:
+    assert cli("new", "a").code == 0
+    assert cli("new", "t").code == 0
+    line = shlex.join([sys.executable, "-P", "-m", "laneboard", "attach", "t"])
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "TERM": "xterm"}
+    terminal = subprocess.Popen(
+        ["script", "-qfc", line, "/dev/null"], cwd=repo, env=env,
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        eventually(lambda: _clients(server) == ["lb-repo t"], "a client on the task's window")
+    finally:
+        terminal.kill()
+        terminal.wait()
+
+
+def test_attach_inside_tmux_switches_the_client(repo: Path, cli, agents, server) -> None:
+    assert cli("new", "t").code == 0
+    server.cmd("new-session", "-d", "-s", "mine", "-n", "mine", "sleep", "300")
+    line = shlex.join(["tmux", "-L", server.socket_name, "attach", "-t", "mine"])
+    terminal = subprocess.Popen(
+        ["script", "-qfc", line, "/dev/null"], stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "TERM": "xterm"},
+    )  # fmt: skip
+    try:
+        eventually(lambda: _clients(server) == ["mine mine"], "the operator's client")
+        socket = server.cmd("display-message", "-p", "#{socket_path}").stdout[0]
+        inside = {"TMUX": f"{socket},1,0"}
+        result = cli("attach", "t", env=inside)
+        assert result.code == 0, result.err
+        eventually(lambda: _clients(server) == ["lb-repo t"], "switched to the task's window")
+    finally:
+        terminal.kill()
+        terminal.wait()
