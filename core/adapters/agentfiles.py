@@ -120,32 +120,10 @@ def injection(profile: Profile, state_dir: Path, task_id: str) -> tuple[list[str
     env = {"LANEBOARD_EVENTS": str(events)}
     own = state_dir / "agents" / task_id
     if profile.hooks is Hooks.CLAUDE:
-        settings = {
-            "hooks": {
-                event: [
-                    {
-                        "hooks": [
-                            {"type": "command", "command": _hook_command(script, event, "stdin")}
-                        ]
-                    }
-                ]
-                for event in CLAUDE_EVENTS
-            }
-        }
+        settings = _routed(script, CLAUDE_EVENTS)
         return ["--settings", str(_write(own / "claude-settings.json", settings))], env
     if profile.hooks is Hooks.GEMINI:
-        settings = {
-            "hooks": {
-                event: [
-                    {
-                        "hooks": [
-                            {"type": "command", "command": _hook_command(script, event, "stdin")}
-                        ]
-                    }
-                ]
-                for event in GEMINI_EVENTS
-            }
-        }
+        settings = _routed(script, GEMINI_EVENTS)
         env["GEMINI_CLI_SYSTEM_SETTINGS_PATH"] = str(_write(own / "gemini-settings.json", settings))
         return [], env
     if profile.hooks is Hooks.CODEX:
