@@ -548,3 +548,14 @@ def test_attach_inside_tmux_switches_the_client(repo: Path, cli, agents, server)
     finally:
         terminal.kill()
         terminal.wait()
+
+
+def test_a_first_prompt_is_typed_once_an_agent_without_a_prompt_flag_has_settled(
+    repo: Path, cli, agents, server
+) -> None:
+    """`--cmd` agents (and aider) take no prompt argument: it is typed once the screen
+    settles, with any characters it holds."""
+    prompt = 'it\'s "quoted" $(not run) -- and ü'
+    assert cli("new", "t", "--cmd", shlex.join(FAKE), "--prompt", prompt).code == 0
+    eventually(lambda: f"done: {prompt}" in screen(server, cli, "t"), "the typed prompt")
+    assert show(cli, "t")["agent_profile"] == "custom"
