@@ -254,9 +254,10 @@ class TmuxRuntime:
             self._cmd("send-keys", "-t", pane.pane_id, "Enter")
 
     def stop(self, pane: PaneRef, timeout: float) -> StopResult:
-        """Ask the agent to quit (SIGTERM to its process group), wait up to `timeout`, then end
-        its process group and session with SIGKILL. The pane stays (dead, its screen readable).
-        Idempotent: a pane that is dead or gone is stopped already."""
+        """Ask the agent to quit (SIGTERM to its process group), wait up to `timeout`, then
+        SIGKILL every process of the pane's session (its own process groups included). The
+        pane stays (dead, its screen readable). Idempotent: a pane that is dead or gone is
+        stopped already."""
         state = self.snapshot().get(pane.pane_id)
         if state is None:
             return StopResult(stopped=True, detail="its pane is gone")
@@ -271,7 +272,6 @@ class TmuxRuntime:
                 _kill_session(pid)  # children it left behind in the pane's session
                 return StopResult(True, state.exit_status if state else None, "it quit")
             time.sleep(0.05)
-        _signal_group(pid, signal.SIGKILL)
         _kill_session(pid)
         end = time.monotonic() + 2.0
         while time.monotonic() < end:

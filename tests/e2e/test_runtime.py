@@ -244,7 +244,8 @@ def test_a_stubborn_agent_is_stopped_after_the_grace(
     eventually(lambda: agent_state(cli, "t") == "idle", "idle")
     pane = show(cli, "t")["pane"]["pane_id"]
     session = int(server.cmd("display-message", "-p", "-t", pane, "#{pane_pid}").stdout[0])
-    assert _session_members(session)  # the agent, which ignores SIGTERM, and its wrapper
+    assert cli("send", "t", "spawn").code == 0
+    eventually(lambda: len(_session_members(session)) == 3, "agent, its wrapper and its helper")
     began = time.monotonic()
     assert cli("pause", "t").code == 0
     assert time.monotonic() - began < 5

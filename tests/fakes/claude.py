@@ -13,7 +13,8 @@ conversation continued.
 
 Input lines: `work S` (busy S seconds, with hooks), `quiet S` (busy S seconds, printing, but
 sending no hook), `ask` (a permission question; the next line answers it), `write NAME TEXT`
-(a file in the cwd), `exit N` (SessionEnd, then exit N); anything else is a prompt answered at
+(a file in the cwd), `spawn` (a helper in its own process group that ignores SIGTERM),
+`exit N` (SessionEnd, then exit N); anything else is a prompt answered at
 once. `FAKE_CLAUDE_IGNORE_TERM=1` ignores SIGTERM (a stubborn agent).
 """
 
@@ -114,6 +115,13 @@ class Agent:
                 print("  No (Esc to cancel)", flush=True)
                 sys.stdin.readline()
                 self.turn("approved")
+            elif command == "spawn":  # a helper in a process group of its own, deaf to SIGTERM
+                subprocess.Popen(
+                    [sys.executable, "-c", "import signal, time; "
+                     "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"],
+                    process_group=0,
+                )  # fmt: skip
+                print("spawned", flush=True)
             elif command == "write":
                 name, _, text = rest.partition(" ")
                 Path(name).write_text(text + "\n")
