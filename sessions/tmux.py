@@ -264,15 +264,18 @@ class TmuxRuntime:
         if not state.alive or state.pid is None:
             return StopResult(stopped=True, exit_status=state.exit_status, detail="it had exited")
         pid = state.pid
+        seen = _session(pid)  # taken while its leader (the pane's process) is surely the pane's
         _signal_group(pid, signal.SIGTERM)
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             state = self.snapshot().get(pane.pane_id)
             if state is None or not state.alive:
-                _kill_session(pid)  # children it left behind in the pane's session
+                _kill(seen)  # helpers it left behind; the pid may be reused now: only those seen
                 return StopResult(True, state.exit_status if state else None, "it quit")
             time.sleep(0.05)
-        _kill_session(pid)
+        if _start(pid) == seen.get(pid):  # still the pane's leader: its session is the pane's
+            seen |= _session(pid)
+        _kill(seen)
         end = time.monotonic() + 2.0
         while time.monotonic() < end:
             state = self.snapshot().get(pane.pane_id)
@@ -334,15 +337,35 @@ def _signal_group(pid: int, signum: int) -> None:
             os.kill(pid, signum)
 
 
-def _kill_session(sid: int) -> None:
-    """SIGKILL every process of session `sid` (the pane's: its leader is the agent)."""
+def _stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state is [0], session [3], start
+    time [19]); None when the process is gone."""
+    try:
+        return Path("/proc", str(pid), "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _start(pid: int) -> str | None:
+    fields = _stat(pid)
+    return fields[19] if fields is not None and len(fields) > 19 else None
+
+
+def _session(sid: int) -> dict[int, str]:
+    """Every live process of session `sid` (the pane's: its leader is the pane's process), by
+    pid, with its start time (so that a pid reused later is never taken for it)."""
+    found: dict[int, str] = {}
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if len(fields) > 3 and fields[3] == str(sid):
+        if entry.name.isdigit():
+            fields = _stat(entry.name)
+            if fields is not None and len(fields) > 19 and fields[3] == str(sid):
+                found[int(entry.name)] = fields[19]
+    return found
+
+
+def _kill(processes: dict[int, str]) -> None:
+    """SIGKILL each of `processes` that is still the same process (same start time)."""
+    for pid, start in processes.items():
+        if _start(pid) == start:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(entry.name), signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)

@@ -560,3 +560,14 @@ def test_a_first_prompt_is_typed_once_an_agent_without_a_prompt_flag_has_settled
     assert cli("new", "t", "--cmd", shlex.join(FAKE), "--prompt", prompt).code == 0
     eventually(lambda: f"done: {prompt}" in screen(server, cli, "t"), "the typed prompt")
     assert show(cli, "t")["agent_profile"] == "custom"
+
+
+def test_an_agent_that_quits_leaves_no_helper_behind(repo: Path, cli, agents, server) -> None:
+    assert cli("new", "t").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle")
+    pane = show(cli, "t")["pane"]["pane_id"]
+    session = int(server.cmd("display-message", "-p", "-t", pane, "#{pane_pid}").stdout[0])
+    assert cli("send", "t", "spawn").code == 0
+    eventually(lambda: len(_session_members(session)) == 3, "agent, its wrapper and its helper")
+    assert cli("pause", "t").code == 0  # the agent obeys SIGTERM; its helper does not
+    assert _session_members(session) == []
