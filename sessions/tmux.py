@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from laneboard.core.domain.errors import LaneboardError
-from laneboard.core.domain.runtime import LaunchSpec, PaneRef, PaneState, StopResult
+from laneboard.core.domain.runtime import LaunchSpec, PaneRef, PaneState, StopResult, same_pane
 from laneboard.sessions.shims import write_shims
 
 MIN_VERSION = (3, 2, "a")
@@ -56,6 +56,22 @@ FIELDS = (
     "#{pane_current_command}",
 )
 FORMAT = "\t".join(FIELDS)
+
+
+class Separator(str):
+    """tmux's `;` between chained commands (every other `;` is passed literally)."""
+
+
+SEP = Separator(";")
+
+
+def _literal(arg: str) -> str:
+    """`arg` as tmux's command line reads it back exactly: tmux takes an argument that ends in
+    `;` as a command separator (and `\\;` as a literal `;`), so a trailing `;` of any argument
+    that is not `SEP` (an agent's argv, a prompt, a path) gets a backslash before it."""
+    if isinstance(arg, Separator) or not arg.endswith(";"):
+        return arg
+    return arg[:-1] + "\\;"
 
 
 class Result(NamedTuple):
@@ -117,8 +133,8 @@ class TmuxRuntime:
             self._checked = True
         try:
             done = subprocess.run(
-                ["tmux", *self._where, *args], capture_output=True, text=True, check=False,
-                errors="surrogateescape",
+                ["tmux", *self._where, *map(_literal, args)], capture_output=True, text=True,
+                check=False, errors="surrogateescape",
             )  # fmt: skip
         except FileNotFoundError:
             raise TmuxError("tmux is not installed; laneboard runs agents in tmux") from None
@@ -175,8 +191,8 @@ class TmuxRuntime:
         wanted = [pane.pane_id for pane in panes]
         for pane_id in wanted:
             if args:
-                args.append(";")
-            args += ["display-message", "-p", "-t", pane_id, MARK + pane_id, ";"]
+                args.append(SEP)
+            args += ["display-message", "-p", "-t", pane_id, MARK + pane_id, SEP]
             args += ["capture-pane", "-p", "-J", "-t", pane_id, "-S", str(-lines)]
         if not args:
             return {}
@@ -212,29 +228,19 @@ class TmuxRuntime:
                 plan.task_id, plan.task_name, Path(plan.root), list(plan.commands),
                 Path(plan.directory),
             )  # fmt: skip
-        pane_id: str | None = spec.pane.pane_id if spec.pane is not None else None
-        if pane_id is not None and pane_id not in self.snapshot():
-            pane_id = None
+        pane_id: str | None = None
+        if spec.pane is not None:
+            seen = self.snapshot().get(spec.pane.pane_id)
+            if seen is not None and same_pane(spec.pane, seen):
+                pane_id = spec.pane.pane_id  # the task's own pane: start again in it
         if pane_id is None:
-            fmt = "#{pane_id}\t#{session_id}\t#{window_id}"
-            exists = self._run("has-session", "-t", f"={spec.session}").returncode == 0
-            if exists:
-                made = self._cmd(
-                    "new-window", "-d", "-P", "-F", fmt, "-t", f"={spec.session}:",
-                    "-n", spec.window, "-c", spec.cwd, *PLACEHOLDER,
-                )  # fmt: skip
-            else:
-                made = self._cmd(
-                    "new-session", "-d", "-P", "-F", fmt, "-s", spec.session,
-                    "-n", spec.window, "-c", spec.cwd, "-x", "200", "-y", "50", *PLACEHOLDER,
-                )  # fmt: skip
-            pane_id = made[0].split("\t")[0]
+            pane_id = self._new_window(spec)
         env: list[str] = []
         for key, val in spec.env.items():
             env += ["-e", f"{key}={val}"]
         try:
             self._cmd(
-                "set-option", "-w", "-t", pane_id, "remain-on-exit", "on", ";",
+                "set-option", "-w", "-t", pane_id, "remain-on-exit", "on", SEP,
                 "respawn-pane", "-k", "-t", pane_id, "-c", spec.cwd, *env, *_direct(spec.argv),
             )  # fmt: skip
         except TmuxError:
@@ -245,6 +251,28 @@ class TmuxRuntime:
         if state is None:
             raise TmuxError(f"the pane {pane_id} vanished as it started")
         return state.ref
+
+    def _new_window(self, spec: LaunchSpec) -> str:
+        """A new window running the placeholder, in the session (made when missing; a session
+        another process made meanwhile is used)."""
+        fmt = "#{pane_id}"
+        for _ in range(2):
+            if self._run("has-session", "-t", f"={spec.session}").returncode == 0:
+                made = self._run(
+                    "new-window", "-d", "-P", "-F", fmt, "-t", f"={spec.session}:",
+                    "-n", spec.window, "-c", spec.cwd, *PLACEHOLDER,
+                )  # fmt: skip
+            else:
+                made = self._run(
+                    "new-session", "-d", "-P", "-F", fmt, "-s", spec.session,
+                    "-n", spec.window, "-c", spec.cwd, "-x", "200", "-y", "50", *PLACEHOLDER,
+                )  # fmt: skip
+            if made.returncode == 0 and made.stdout and made.stdout[0].startswith("%"):
+                return made.stdout[0]
+            if not any("duplicate session" in line for line in made.stderr):
+                break
+        why = " ".join(made.stderr + made.stdout) or "no pane was made"
+        raise TmuxError(f"tmux could not make a window for {spec.window}: {why}")
 
     def send_text(self, pane: PaneRef, text: str, *, enter: bool) -> None:
         """Type `text` literally, then Enter as its own key."""
@@ -259,7 +287,7 @@ class TmuxRuntime:
         pane stays (dead, its screen readable). Idempotent: a pane that is dead or gone is
         stopped already."""
         state = self.snapshot().get(pane.pane_id)
-        if state is None:
+        if state is None or not same_pane(pane, state):
             return StopResult(stopped=True, detail="its pane is gone")
         if not state.alive or state.pid is None:
             return StopResult(stopped=True, exit_status=state.exit_status, detail="it had exited")
@@ -286,7 +314,7 @@ class TmuxRuntime:
 
     def select(self, pane: PaneRef) -> None:
         """Make the pane's window current in its session, and the pane current in it."""
-        self._cmd("select-window", "-t", pane.pane_id, ";", "select-pane", "-t", pane.pane_id)
+        self._cmd("select-window", "-t", pane.pane_id, SEP, "select-pane", "-t", pane.pane_id)
 
     def attach_argv(self, pane: PaneRef) -> list[str] | None:
         """Inside a client of this server: switch it to the pane (returns None). Outside:
@@ -300,22 +328,29 @@ class TmuxRuntime:
         return ["tmux", *where, "attach-session", "-t", pane.pane_id]
 
     def shell(self, beside: PaneRef, cwd: str, env: Mapping[str, str]) -> PaneRef:
-        """A plain shell pane beside `beside` in its window: the one made before if it is still
-        there (selected), else a new one started in `cwd` with `env`."""
-        for line in self._cmd("list-panes", "-t", beside.pane_id, "-F", "#{pane_id}\t#{@lb}"):
-            pane_id, _, mark = line.partition("\t")
-            if mark == "shell" and pane_id != beside.pane_id:
-                self._cmd("select-pane", "-t", pane_id)
-                return self._ref(pane_id, beside.session_id, beside.window_id)
+        """A plain shell for the agent in `beside`: a window of its own next to the agent's
+        (`<task>-shell`; a split would share the agent window's activity clock, which the
+        agent's state is read from). The one made before is selected when it is still there;
+        else a new one starts in `cwd` with `env`."""
+        for line in self._cmd("list-panes", "-a", "-F", "#{pane_id}\t#{@lb_shell_for}"):
+            pane_id, _, owner = line.partition("\t")
+            if owner == beside.pane_id:
+                self.select(PaneRef(pane_id))
+                return PaneRef(pane_id, self.socket_path)
+        where = self._cmd(
+            "display-message", "-p", "-t", beside.pane_id, "#{window_id}\t#{window_name}"
+        )
+        window, _, name = where[0].partition("\t")
         args: list[str] = []
         for key, val in env.items():
             args += ["-e", f"{key}={val}"]
         made = self._cmd(
-            "split-window", "-h", "-P", "-F", "#{pane_id}", "-t", beside.pane_id, "-c", cwd, *args
-        )
+            "new-window", "-a", "-P", "-F", "#{pane_id}", "-t", window,
+            "-n", f"{name}-shell", "-c", cwd, *args,
+        )  # fmt: skip
         pane_id = made[0]
-        self._cmd("set-option", "-p", "-t", pane_id, "@lb", "shell")
-        return self._ref(pane_id, beside.session_id, beside.window_id)
+        self._cmd("set-option", "-p", "-t", pane_id, "@lb_shell_for", beside.pane_id)
+        return PaneRef(pane_id, self.socket_path)
 
     def kill_window(self, pane: PaneRef) -> None:
         self._run("kill-window", "-t", pane.pane_id)

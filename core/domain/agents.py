@@ -59,6 +59,9 @@ class Profile:
     cannot resume, and `resume` starts it afresh in the same worktree."""
     resume_command: tuple[str, ...] | None = None
     """For agents whose resume is a subcommand (`codex resume {id}`): the whole argv."""
+    prompt_args: tuple[str, ...] = ("--", "{prompt}")
+    """How an `argv` prompt is passed: after `--`, so a prompt that starts with `-` is never
+    read as an option."""
     hooks: Hooks = Hooks.NONE
     env: Mapping[str, str] = field(default_factory=dict)
     busy: tuple[str, ...] = ()
@@ -101,6 +104,7 @@ BUILTIN: dict[str, Profile] = {
         Profile(
             "gemini",
             ("gemini",),
+            prompt_args=("--prompt-interactive={prompt}",),
             pin=("--session-id", "{id}"),
             resume=("--resume", "{id}"),
             hooks=Hooks.GEMINI,
@@ -111,6 +115,7 @@ BUILTIN: dict[str, Profile] = {
         Profile(
             "opencode",
             ("opencode",),
+            prompt=Prompt.TYPE,
             resume=("-s", "{id}"),
             busy=(r"esc to interrupt",),
         ),
@@ -134,7 +139,9 @@ def custom(command: Sequence[str]) -> Profile:
     return Profile("custom", tuple(command), prompt=Prompt.TYPE)
 
 
-_TUPLES = frozenset({"command", "pin", "resume", "resume_command", "busy", "waiting", "idle"})
+_TUPLES = frozenset(
+    {"command", "pin", "resume", "resume_command", "prompt_args", "busy", "waiting", "idle"}
+)
 _STRINGS = frozenset({"prompt", "hooks"})
 
 
@@ -210,13 +217,16 @@ def launch_argv(
     elif conversation and profile.pin:
         argv += [part.replace("{id}", conversation) for part in profile.pin]
     if prompt and not resuming and profile.prompt is Prompt.ARGV:
-        argv.append(prompt)
+        argv += [part.replace("{prompt}", prompt) for part in profile.prompt_args]
     return argv
 
 
 EXIT_EVENT = "exited"
 """The event the pane's wrapper writes with the agent's exit status as its detail."""
-WRAPPER = '"$@"; code=$?; printf "exited\\t-\\t%s\\n" "$code" >>"$LANEBOARD_EVENTS"; exit "$code"'
+WRAPPER = (
+    'trap : TERM INT HUP; "$@"; code=$?; '
+    'printf "exited\\t-\\t%s\\n" "$code" >>"$LANEBOARD_EVENTS"; exit "$code"'
+)
 
 
 def pane_argv(argv: Sequence[str]) -> list[str]:
@@ -224,7 +234,10 @@ def pane_argv(argv: Sequence[str]) -> list[str]:
     quoting) and writes its exit status to the task's event file as it ends. tmux records the
     status too, but tmux 3.3 loses it now and then when a pane dies (measured: about 1 exit in
     15); the file never does. The agent stays in the pane's process group and session, so
-    stopping the pane stops it, and a hang-up reaches it."""
+    stopping the pane stops it, and a hang-up reaches it. The `sh` itself outlives SIGTERM,
+    SIGINT and SIGHUP (a handler that does nothing, reset in the agent by `exec`, unlike an
+    ignored signal): it waits for the agent to finish quitting, so the agent gets its whole
+    grace to stop, and then records its status."""
     return ["sh", "-c", WRAPPER, "laneboard-agent", *argv]
 
 

@@ -165,12 +165,13 @@ def pane_of(task: Task) -> PaneRef | None:
 
 def same_pane(recorded: PaneRef, seen: PaneState) -> bool:
     """`seen` is the pane laneboard recorded, not another that a new server gave the same id:
-    same socket, server, session and window."""
+    the same pane id on the same socket and the same server (its pid). A server never reuses a
+    pane id, so a window moved to another session is still the task's pane."""
     return (
-        seen.ref.socket == recorded.socket
+        seen.ref.pane_id == recorded.pane_id
+        and seen.ref.socket == recorded.socket
+        and recorded.server_pid is not None
         and seen.ref.server_pid == recorded.server_pid
-        and seen.ref.session_id == recorded.session_id
-        and seen.ref.window_id == recorded.window_id
     )
 
 

@@ -152,7 +152,9 @@ def start(
     profile = profile_of(ctx.settings, task)
     states = state_dir()
     resuming = task.agent_started_at is not None
-    conversation = task.conversation_id
+    # The newest id its hooks reported (Claude's /clear starts another), though no refresh
+    # recorded it yet.
+    conversation = conversation_reported(task) or task.conversation_id
     if conversation is None and profile.pin:
         conversation = str(uuid.uuid4())
     argv = launch_argv(

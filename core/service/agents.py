@@ -13,14 +13,14 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from laneboard.core.adapters import agentfiles, procs
+from laneboard.core.adapters import agentfiles, locks, procs
 from laneboard.core.adapters.config import Settings, load_settings, state_dir
 from laneboard.core.adapters.leases import Cancel, Cancelled
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.agents import AgentState, State
 from laneboard.core.domain.errors import LaneboardError, WaitTimeout
 from laneboard.core.domain.models import Actor, Task, TaskState
-from laneboard.core.domain.runtime import PaneRef, Runtime, pane_of, pane_state
+from laneboard.core.domain.runtime import PaneRef, Runtime, pane_of, pane_state, same_pane
 from laneboard.core.domain.views import Outcome
 from laneboard.core.operations import agents
 
@@ -65,10 +65,12 @@ class AgentCommands:
         `agents.max_running` agents run already."""
         ctx = self._open(where)
         found = self._live(ctx, task)
+        if found.state is TaskState.QUEUED and not (agent or command or prompt):
+            return self._start_or_queue(ctx, found, "agent.started")  # now, if a slot is free
         if found.state not in (TaskState.PROVISIONED, TaskState.RETAINED):
             raise LaneboardError(
-                f"{found.name} is {found.state.value}; `start` is for a provisioned or retained "
-                "task (`resume` continues a paused one)"
+                f"{found.name} is {found.state.value}; `start` is for a provisioned, retained or "
+                "queued task (`resume` continues a paused one)"
             )
         return self._configure_and_start(ctx, found, agent, command, prompt)
 
@@ -95,26 +97,43 @@ class AgentCommands:
         return self._start_or_queue(ctx, task, "agent.started")
 
     def _start_or_queue(self, ctx: RepoContext, task: Task, kind: str) -> Outcome:
+        """Start the task's agent now, or queue it when `agents.max_running` agents run. The
+        decision and the launch hold the machine's agent lock, so two processes never both
+        take the last slot, nor both launch one task; the task is read again under it and
+        must still be as the caller saw it."""
         self.reconcile()
         ledger = self._ledger()
-        task = ledger.task(task.id)
-        if self._running() >= load_settings(None).agents.max_running:
-            queued = ledger.update_task(
-                task.id,
-                actor=self.actor,
-                kind="agent.queued",
-                data={"max_running": load_settings(None).agents.max_running},
-                state=TaskState.QUEUED,
-                expect=task.state,
-            )
-            return Outcome(queued, ctx.repo)
-        started = agents.start(ctx, ledger, self.runtime, task, self.actor, kind=kind)
+        with locks.held("agents"):
+            now = ledger.task(task.id)
+            if now.state is not task.state or now.agent_started_at != task.agent_started_at:
+                raise LaneboardError(
+                    f"{task.name} is {now.state.value} now; another process changed it"
+                )
+            max_running = load_settings(None).agents.max_running
+            if self._running() >= max_running:
+                if now.state is TaskState.QUEUED:
+                    return Outcome(now, ctx.repo, changed=False)
+                queued = ledger.update_task(
+                    now.id, actor=self.actor, kind="agent.queued",
+                    data={"max_running": max_running}, state=TaskState.QUEUED, expect=now.state,
+                )  # fmt: skip
+                return Outcome(queued, ctx.repo)
+            started = agents.start(ctx, ledger, self.runtime, now, self.actor, kind=kind)
         return Outcome(started, ctx.repo)
 
     def _running(self) -> int:
-        return sum(
-            1 for t in self._ledger().tasks(include_retired=False) if t.state in agents.AGENT_STATES
-        )
+        """Agents that hold a slot: running tasks whose pane is alive (a task whose tmux
+        server is gone holds none until it is resumed)."""
+        panes = self.runtime.snapshot()
+        count = 0
+        for task in self._ledger().tasks(include_retired=False):
+            if task.state is not TaskState.RUNNING:
+                continue
+            pane = pane_of(task)
+            seen = panes.get(pane.pane_id) if pane is not None else None
+            if seen is not None and pane is not None and same_pane(pane, seen) and seen.alive:
+                count += 1
+        return count
 
     # --- pausing and resuming ----------------------------------------------------------------
 
@@ -138,12 +157,14 @@ class AgentCommands:
         if found.agent_profile is None:
             raise LaneboardError(f"{found.name} never had an agent; use `laneboard start`")
         if found.state is TaskState.RUNNING:
-            seen = pane_state(self.runtime, pane_of(found))
-            if seen is not None and seen.alive:
-                return Outcome(found, ctx.repo, changed=False)
-            started = agents.start(
-                ctx, self._ledger(), self.runtime, found, self.actor, kind="agent.resumed"
-            )
+            with locks.held("agents"):
+                now = self._ledger().task(found.id)
+                seen = pane_state(self.runtime, pane_of(now))
+                if now.state is not TaskState.RUNNING or (seen is not None and seen.alive):
+                    return Outcome(now, ctx.repo, changed=False)  # another process did it
+                started = agents.start(
+                    ctx, self._ledger(), self.runtime, now, self.actor, kind="agent.resumed"
+                )
             return Outcome(started, ctx.repo)
         return self._start_or_queue(ctx, found, "agent.resumed")
 
@@ -175,6 +196,11 @@ class AgentCommands:
             raise LaneboardError(
                 f"{task.name} has no agent pane (its tmux server is gone, or it never started); "
                 f"`laneboard resume {task.name}` brings it back"
+            )
+        if not seen.alive:
+            raise LaneboardError(
+                f"{task.name}: its agent is not running ({task.state.value}); "
+                f"`laneboard resume {task.name}` starts it again"
             )
         return seen.ref
 
@@ -280,56 +306,73 @@ class AgentCommands:
             state = states.get(task.id)
             if state is None:
                 continue
-            reported = agents.conversation_reported(task)
-            if reported is not None:
-                task = ledger.update_task(
-                    task.id,
-                    actor=Actor.HOOK,
-                    kind="agent.conversation",
-                    data={"conversation": reported},
-                    conversation_id=reported,
-                )
-            profile = agents.profile_of(settings_of(task), task)
-            if state.state is AgentState.EXITED or agents.said_done(task, state, profile):
-                changed.append(
-                    agents.finish_exited(ledger, self.runtime, task, state, Actor.CONTROLLER)
-                )
-            elif record and str(state) != task.agent_state:
-                changed.append(
-                    ledger.update_task(
-                        task.id,
-                        actor=Actor.CONTROLLER,
-                        kind="agent.state",
-                        data={"state": str(state), "source": state.source},
-                        agent_state=str(state),
-                    )
-                )
+            try:
+                changed += self._reconcile_one(task, state, settings_of(task), record)
+            except LaneboardError:
+                continue  # another process changed the task meanwhile: its change stands
         max_running = load_settings(None).agents.max_running
         queued = sorted(
             (t for t in ledger.tasks(include_retired=False) if t.state is TaskState.QUEUED),
             key=lambda t: t.updated_at,
         )
         for task in queued:
-            if self._running() >= max_running:
-                break
             ctx = context(task.repo_id)
             if ctx is None:
                 continue
-            try:
-                kind = "agent.resumed" if task.agent_started_at else "agent.started"
-                changed.append(
-                    agents.start(ctx, ledger, self.runtime, task, Actor.CONTROLLER, kind=kind)
-                )
-            except LaneboardError as err:
-                if task.agent_state != f"start failed: {err}"[:200]:
-                    ledger.update_task(
-                        task.id,
-                        actor=Actor.CONTROLLER,
-                        kind="agent.start_failed",
-                        data={"error": str(err)},
-                        agent_state=f"start failed: {err}"[:200],
+            with locks.held("agents"):
+                if self._running() >= max_running:
+                    break
+                now = ledger.task(task.id)
+                if now.state is not TaskState.QUEUED:
+                    continue  # started (or stopped) by another process meanwhile
+                kind = "agent.resumed" if now.agent_started_at else "agent.started"
+                try:
+                    began = agents.start(
+                        ctx, ledger, self.runtime, now, Actor.CONTROLLER, kind=kind
                     )
+                except LaneboardError as err:
+                    note = f"start failed: {err}"[:200]
+                    if now.agent_state != note:
+                        ledger.update_task(
+                            now.id, actor=Actor.CONTROLLER, kind="agent.start_failed",
+                            data={"error": str(err)}, agent_state=note,
+                        )  # fmt: skip
+                    continue
+                changed.append(began)
         return changed
+
+    def _reconcile_one(
+        self, task: Task, state: State, settings: Settings, record: bool
+    ) -> list[Task]:
+        """What one running task's observed `state` changes in the ledger."""
+        ledger = self._ledger()
+        reported = agents.conversation_reported(task)
+        if reported is not None:
+            task = ledger.update_task(
+                task.id, actor=Actor.HOOK, kind="agent.conversation",
+                data={"conversation": reported}, conversation_id=reported,
+            )  # fmt: skip
+        profile = agents.profile_of(settings, task)
+        if state.state is AgentState.EXITED or agents.said_done(task, state, profile):
+            with locks.held("agents"):  # not while another process starts it again
+                now = ledger.task(task.id)
+                if (
+                    now.state is not TaskState.RUNNING
+                    or now.agent_started_at != task.agent_started_at
+                ):
+                    return []
+                if state.state is AgentState.EXITED:
+                    seen = pane_state(self.runtime, pane_of(now))
+                    if seen is not None and seen.alive:
+                        return []
+                return [agents.finish_exited(ledger, self.runtime, now, state, Actor.CONTROLLER)]
+        if record and str(state) != task.agent_state:
+            noted = ledger.update_task(
+                task.id, actor=Actor.CONTROLLER, kind="agent.state",
+                data={"state": str(state), "source": state.source}, agent_state=str(state),
+            )  # fmt: skip
+            return [noted]
+        return []
 
     def supervise(
         self,

@@ -571,3 +571,177 @@ def test_an_agent_that_quits_leaves_no_helper_behind(repo: Path, cli, agents, se
     eventually(lambda: len(_session_members(session)) == 3, "agent, its wrapper and its helper")
     assert cli("pause", "t").code == 0  # the agent obeys SIGTERM; its helper does not
     assert _session_members(session) == []
+
+
+def _pane_paths(server) -> dict[str, str]:
+    lines = server.cmd("list-panes", "-a", "-F", "#{window_name}\t#{pane_current_path}").stdout
+    return dict(line.split("\t", 1) for line in lines)
+
+
+def test_after_a_server_restart_each_task_gets_a_pane_of_its_own(
+    repo: Path, cli, agents, server
+) -> None:
+    for name in ("t1", "t2"):
+        assert cli("new", name).code == 0
+    server.cmd("kill-server")
+    assert cli("resume", "t2").code == 0
+    assert cli("resume", "t1").code == 0  # t1's old id is t2's new pane: never reused
+    paths = _pane_paths(server)
+    assert paths == {n: str(repo / ".worktrees" / n) for n in ("t1", "t2")}
+    assert show(cli, "t1")["pane"]["pane_id"] != show(cli, "t2")["pane"]["pane_id"]
+
+
+def test_after_a_server_restart_someone_elses_pane_is_never_touched(
+    repo: Path, cli, agents, server
+) -> None:
+    assert cli("new", "t").code == 0
+    pane = show(cli, "t")["pane"]["pane_id"]
+    server.cmd("kill-server")
+
+    def theirs() -> bool:
+        server.cmd("new-session", "-d", "-s", "mine", "-n", "mine", "sleep", "300")
+        return pane in server.cmd("list-panes", "-a", "-F", "#{pane_id}").stdout
+
+    eventually(theirs, "a new server giving out the same pane id")
+    for command in (("pause", "t"), ("retain", "t")):
+        cli(*command)
+        alive = server.cmd("display-message", "-p", "-t", pane, "#{pane_dead} #{session_name}")
+        assert alive.stdout == ["0 mine"], command
+    assert cli("resume", "t").code == 0
+    assert server.cmd(
+        "display-message", "-p", "-t", pane, "#{pane_dead} #{session_name}"
+    ).stdout == ["0 mine"]
+    assert _pane_paths(server)["t"] == str(repo / ".worktrees" / "t")
+
+
+def test_a_moved_window_is_still_the_tasks_pane(repo: Path, cli, agents, server) -> None:
+    assert cli("new", "t").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle")
+    server.cmd("new-session", "-d", "-s", "mine", "-n", "mine", "sleep", "300")
+    server.cmd("move-window", "-s", "lb-repo:t", "-t", "mine:")
+    assert agent_state(cli, "t") == "idle"
+    assert cli("send", "t", "hello").code == 0
+
+
+def test_semicolons_and_dashes_reach_the_agent_and_never_tmux(
+    repo: Path, cli, agents, server, tmp_path: Path
+) -> None:
+    server.cmd("new-session", "-d", "-s", "mine", "-n", "mine", "sleep", "300")
+    out = tmp_path / "argv.json"
+    code = f"import json, sys; json.dump(sys.argv[1:], open({str(out)!r}, 'w'))"
+    line = shlex.join([sys.executable, "-c", code, "echo hi;", "kill-server", ";", "a \\;"])
+    assert cli("new", "k", "--cmd", line).code == 0
+    argv = eventually(lambda: out.exists() and json.loads(out.read_text() or "null"), "argv")
+    assert argv == ["echo hi;", "kill-server", ";", "a \\;"]
+    assert "mine" in server.cmd("list-sessions", "-F", "#{session_name}").stdout
+    assert cli("new", "p", "--prompt", "-- fix the bug; then test;").code == 0
+    eventually(lambda: "done: -- fix the bug; then test;" in screen(server, cli, "p"), "prompt")
+    for text in ("echo hi;", ";", "a \\;"):
+        assert cli("send", "p", text).code == 0
+        eventually(lambda t=text: f"done: {t}" in screen(server, cli, "p"), f"sent {text!r}")
+
+
+def test_pause_gives_a_graceful_agent_its_whole_grace(
+    repo: Path, cli, agents, server, tmp_path: Path
+) -> None:
+    agents("stop_grace = 10")
+    saved = tmp_path / "saved"
+    code = (
+        "import signal, sys, time\n"
+        "def quit(*_):\n"
+        f"    time.sleep(1.5); open({str(saved)!r}, 'w').write('saved'); sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, quit)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    assert cli("new", "g", "--cmd", shlex.join([sys.executable, "-c", code])).code == 0
+    eventually(lambda: "ready" in screen(server, cli, "g"), "ready")
+    assert cli("pause", "g").code == 0
+    assert saved.read_text() == "saved"
+
+
+def test_two_resumes_at_once_start_one_agent(repo: Path, cli, agents, server) -> None:
+    assert cli("new", "t").code == 0
+    assert cli("pause", "t").code == 0
+    racers = [Spawned(["resume", "t"], repo) for _ in range(2)]
+    codes = [racer.proc.wait(timeout=DEADLINE) for racer in racers]
+    for racer in racers:
+        racer.close()
+    assert 0 in codes
+    eventually(lambda: agent_state(cli, "t") == "idle", "one live agent")
+    assert cli("supervise", "--once").code == 0
+    assert show(cli, "t")["state"] == "running"
+    assert server.cmd("list-panes", "-a", "-F", "#{pane_dead}").stdout == ["0"]
+
+
+def test_concurrent_starts_never_exceed_max_running(repo: Path, cli, agents, server) -> None:
+    agents("max_running = 1")
+    for name in ("a", "b"):
+        assert cli("new", name, "--no-start").code == 0
+    racers = [Spawned(["start", name], repo) for name in ("a", "b")]
+    for racer in racers:
+        racer.proc.wait(timeout=DEADLINE)
+        racer.close()
+    assert sorted(show(cli, n)["state"] for n in "ab") == ["queued", "running"]
+
+
+def test_a_task_whose_server_is_gone_holds_no_slot(repo: Path, cli, agents, server) -> None:
+    agents("max_running = 1")
+    assert cli("new", "a").code == 0
+    server.cmd("kill-server")
+    assert cli("new", "b").code == 0
+    assert show(cli, "b")["state"] == "running"
+
+
+def test_resume_continues_the_conversation_a_hook_reported_last(
+    repo: Path, cli, agents, server
+) -> None:
+    assert cli("new", "t").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "started (its own SessionStart sent)")
+    task = show(cli, "t")
+    home = Path(os.environ["LANEBOARD_HOME"])
+    events = home / "events" / f"{task['id']}.log"
+    cleared = str(uuid.uuid4())  # Claude's /clear starts a new conversation
+    payload = json.dumps({"session_id": cleared, "hook_event_name": "SessionStart"})
+    subprocess.run(
+        ["sh", str(home / "hooks" / "event.sh"), "SessionStart", "stdin"], input=payload,
+        text=True, env={**os.environ, "LANEBOARD_EVENTS": str(events)}, check=True,
+    )  # fmt: skip
+    assert cli("pause", "t").code == 0
+    assert cli("resume", "t").code == 0
+    assert show(cli, "t")["conversation_id"] == cleared
+    eventually(lambda: f"session {cleared}" in screen(server, cli, "t"), "resumed on it")
+
+
+def test_send_to_a_stopped_agent_is_refused(repo: Path, cli, agents, server) -> None:
+    assert cli("new", "t").code == 0
+    assert cli("pause", "t").code == 0
+    refused = cli("send", "t", "hello")
+    assert refused.code == 1 and "not running" in refused.err
+
+
+def test_shell_output_does_not_make_an_idle_agent_look_busy(
+    repo: Path, cli, agents, server
+) -> None:
+    assert cli("new", "t").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle")
+    shell = cli("shell", "t").out.split()[-1]
+    server.cmd("send-keys", "-t", shell, "while :; do date; sleep 0.2; done", "Enter")
+    time.sleep(2.0)  # the shell prints all along; the agent's screen does not change
+    assert agent_state(cli, "t") == "idle"
+
+
+def test_an_unusable_socket_is_a_one_line_error(repo: Path, cli, agents, tmp_path: Path) -> None:
+    result = cli("new", "t", env={"LANEBOARD_TMUX_SOCKET": str(tmp_path / "no" / "dir" / "s")})
+    assert result.code == 1
+    assert "internal error" not in result.err
+    assert len(result.err.strip().splitlines()) == 1
+
+
+def test_two_new_at_once_on_a_fresh_server_both_start(repo: Path, cli, agents, server) -> None:
+    assert cli("init").code == 0
+    racers = [Spawned(["new", name], repo) for name in ("c1", "c2")]
+    for racer in racers:
+        assert racer.proc.wait(timeout=DEADLINE) == 0, racer.proc.stderr.read()  # type: ignore[union-attr]
+        racer.close()
+    assert {show(cli, n)["state"] for n in ("c1", "c2")} == {"running"}

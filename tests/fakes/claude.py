@@ -1,6 +1,6 @@
 """A stand-in for Claude Code, as laneboard drives it (../shared/AGENTS.md sections 1-3).
 
-CLI: `claude.py [--settings FILE] [--session-id UUID | --resume UUID] [PROMPT]`. It runs the
+CLI: `claude.py [--settings FILE] [--session-id UUID | --resume UUID] [--] [PROMPT]`. It runs the
 hooks the settings file names (`UserPromptSubmit`, `PreToolUse`, `PermissionRequest`, `Stop`,
 `SessionStart`, `SessionEnd`) the way Claude does: the command through `sh -c`, compact JSON
 on stdin with `session_id`, `hook_event_name` and `cwd`. Its screen uses Claude's strings:
@@ -49,6 +49,9 @@ class Agent:
             elif arg == "--resume":
                 self.session = args.pop(0)
                 self.resumed = True
+            elif arg == "--":  # the end of options: the rest is the prompt
+                prompt = " ".join(args)
+                break
             elif arg.startswith("-"):
                 raise SystemExit(f"unknown option {arg}")
             else:

@@ -77,10 +77,14 @@ def test_without_hooks_the_screen_rules_decide_with_a_debounce() -> None:
 @pytest.mark.parametrize(
     ("name", "fresh", "resumed"),
     [
-        ("claude", ["claude", "--session-id", "ID", "go"], ["claude", "--resume", "ID"]),
-        ("gemini", ["gemini", "--session-id", "ID", "go"], ["gemini", "--resume", "ID"]),
-        ("codex", ["codex", "go"], ["codex", "resume", "ID"]),
-        ("opencode", ["opencode", "go"], ["opencode", "-s", "ID"]),
+        ("claude", ["claude", "--session-id", "ID", "--", "go"], ["claude", "--resume", "ID"]),
+        (
+            "gemini",
+            ["gemini", "--session-id", "ID", "--prompt-interactive=go"],
+            ["gemini", "--resume", "ID"],
+        ),
+        ("codex", ["codex", "--", "go"], ["codex", "resume", "ID"]),
+        ("opencode", ["opencode"], ["opencode", "-s", "ID"]),  # its prompt is typed
         ("aider", ["aider"], ["aider"]),
     ],
 )
