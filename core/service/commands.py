@@ -109,7 +109,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "shell",
-        "open (or go to) a plain shell beside the agent, in its worktree",
+        "open (or go to) a plain shell in a window next to the agent's, in its worktree",
         (TASK,),
         json=False,
         key="s",
@@ -161,7 +161,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "ls",
-        "list tasks: state, what their worktree holds, their lane",
+        "list tasks: state, what their agent does, what their worktree holds, their lane",
         (Arg("--all", "include retired tasks", "flag"),),
     ),
     Command(
