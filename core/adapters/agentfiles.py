@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import socket
+import sys
 from pathlib import Path
 
 from laneboard.core.domain.agents import Hooks, Profile
@@ -129,9 +131,22 @@ def injection(profile: Profile, state_dir: Path, task_id: str) -> tuple[list[str
     if profile.hooks is Hooks.CODEX:
         notify = json.dumps(["sh", str(script), "agent-turn-complete", "arg"])
         return ["-c", f"notify={notify}"], env
+    if profile.hooks is Hooks.OPENCODE:
+        port = _free_port()
+        env["LANEBOARD_EVENT_STREAM"] = f"http://127.0.0.1:{port}/event"
+        env["LANEBOARD_PYTHON"] = sys.executable
+        return ["--port", str(port)], env
     if profile.hooks is Hooks.AIDER:
         return ["--notifications-command", _hook_command(script, "agent-turn-complete")], env
     return [], env
+
+
+def _free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now (the agent binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def _write(path: Path, data: object) -> Path:

@@ -39,6 +39,9 @@ class Hooks(StrEnum):
     """`-c notify=[hook, "codex"]`: agent-turn-complete, with the JSON as the last argument."""
     GEMINI = "gemini"
     """`GEMINI_CLI_SYSTEM_SETTINGS_PATH=<file>` with BeforeAgent/AfterAgent/Notification hooks."""
+    OPENCODE = "opencode"
+    """`--port <free port>`: laneboard reads its server-sent events (`GET /event`) beside it
+    (`session.status` busy/idle, `permission.asked`), and its session id from them."""
     AIDER = "aider"
     """`--notifications-command <hook>`: turn done."""
 
@@ -117,6 +120,7 @@ BUILTIN: dict[str, Profile] = {
             ("opencode",),
             prompt=Prompt.TYPE,
             resume=("-s", "{id}"),
+            hooks=Hooks.OPENCODE,
             busy=(r"esc to interrupt",),
         ),
         Profile(
@@ -224,7 +228,10 @@ def launch_argv(
 EXIT_EVENT = "exited"
 """The event the pane's wrapper writes with the agent's exit status as its detail."""
 WRAPPER = (
-    'trap : TERM INT HUP; "$@"; code=$?; '
+    "trap : TERM INT HUP; "
+    '[ -z "$LANEBOARD_EVENT_STREAM" ] || "$LANEBOARD_PYTHON" -P -m laneboard.core.adapters.'
+    "eventstream </dev/null >/dev/null 2>&1 & "
+    '"$@"; code=$?; '
     'printf "exited\\t-\\t%s\\n" "$code" >>"$LANEBOARD_EVENTS"; exit "$code"'
 )
 
@@ -237,7 +244,8 @@ def pane_argv(argv: Sequence[str]) -> list[str]:
     stopping the pane stops it, and a hang-up reaches it. The `sh` itself outlives SIGTERM,
     SIGINT and SIGHUP (a handler that does nothing, reset in the agent by `exec`, unlike an
     ignored signal): it waits for the agent to finish quitting, so the agent gets its whole
-    grace to stop, and then records its status."""
+    grace to stop, and then records its status. For an agent that reports its events as a
+    server-sent stream (opencode), it also starts the stream's reader in the background."""
     return ["sh", "-c", WRAPPER, "laneboard-agent", *argv]
 
 

@@ -745,3 +745,32 @@ def test_two_new_at_once_on_a_fresh_server_both_start(repo: Path, cli, agents, s
         assert racer.proc.wait(timeout=DEADLINE) == 0, racer.proc.stderr.read()  # type: ignore[union-attr]
         racer.close()
     assert {show(cli, n)["state"] for n in ("c1", "c2")} == {"running"}
+
+
+OPENCODE = [sys.executable, str(REPO_ROOT / "tests" / "fakes" / "opencode.py")]
+
+
+def test_opencode_states_and_its_session_come_from_its_event_stream(
+    repo: Path, cli, agents, server
+) -> None:
+    home = Path(os.environ["LANEBOARD_HOME"])
+    with (home / "config.toml").open("a") as config:
+        config.write(f"[agents.profiles.opencode]\ncommand = {json.dumps(OPENCODE)}\n")
+    assert cli("new", "o", "--agent", "opencode", "--prompt", "first").code == 0
+    eventually(lambda: "done: first" in screen(server, cli, "o"), "the typed first prompt")
+    session = eventually(
+        lambda: cli("supervise", "--once").code == 0 and show(cli, "o")["conversation_id"],
+        "the session id from the stream, kept by a refresh",
+    )
+    assert session.startswith("ses_")
+    assert cli("send", "o", "work 3").code == 0
+    eventually(lambda: agent_state(cli, "o") == "working", "working (session.status busy)")
+    eventually(lambda: agent_state(cli, "o") == "idle", "idle (session.status idle)")
+    assert cli("send", "o", "ask").code == 0
+    eventually(lambda: agent_state(cli, "o") == "waiting", "waiting (permission.asked)")
+    assert cli("send", "o", "y").code == 0
+    eventually(lambda: agent_state(cli, "o") == "idle", "idle once answered")
+    assert cli("pause", "o").code == 0
+    assert cli("resume", "o").code == 0
+    eventually(lambda: "resumed session with 3 turns" in screen(server, cli, "o"), "-s <id>")
+    assert show(cli, "o")["conversation_id"] == session

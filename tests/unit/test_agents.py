@@ -126,3 +126,20 @@ def test_config_overrides_and_adds_profiles_and_names_what_is_wrong() -> None:
 
 def test_session_names_are_ones_tmux_keeps() -> None:
     assert session_name("my.app:v2") == "lb-my-app-v2"
+
+
+def test_opencode_stream_events_become_event_file_lines() -> None:
+    from laneboard.core.adapters.eventstream import line_for
+
+    def status(kind: str) -> dict[str, object]:
+        return {
+            "type": "session.status",
+            "properties": {"sessionID": "s1", "status": {"type": kind}},
+        }
+
+    assert line_for(status("busy")) == "working\ts1\t-\n"
+    assert line_for(status("idle")) == "idle\ts1\t-\n"
+    asked = {"type": "permission.asked", "properties": {"sessionID": "s1"}}
+    assert line_for(asked) == "waiting\ts1\tpermission\n"
+    assert line_for({"type": "message.part.updated", "properties": {}}) is None
+    assert line_for({"type": "session.status", "properties": {"status": "nonsense"}}) is None
