@@ -128,13 +128,19 @@ def test_the_panes_environment_names_the_task_and_turns_off_repository_maintenan
 def test_states_follow_the_hooks_working_waiting_idle(repo: Path, cli, agents, server) -> None:
     assert cli("new", "t").code == 0
     eventually(lambda: agent_state(cli, "t") == "idle", "idle after SessionStart")
-    assert cli("send", "t", "work 3").code == 0
-    eventually(lambda: agent_state(cli, "t") == "working", "working")
-    eventually(lambda: agent_state(cli, "t") == "idle", "idle after Stop")
-    assert cli("send", "t", "ask").code == 0
-    eventually(lambda: agent_state(cli, "t") == "waiting", "waiting on a permission")
-    assert cli("send", "t", "yes").code == 0
-    eventually(lambda: agent_state(cli, "t") == "idle", "idle once answered")
+    _a_turn_and_a_question(cli, "t")
+
+
+def _a_turn_and_a_question(cli, name: str) -> None:  # type: ignore[no-untyped-def]
+    """Working through a 3-second turn, idle after it, waiting on a question, idle once it is
+    answered: each as its hooks (or event stream) say."""
+    assert cli("send", name, "work 3").code == 0
+    eventually(lambda: agent_state(cli, name) == "working", "working")
+    eventually(lambda: agent_state(cli, name) == "idle", "idle after the turn")
+    assert cli("send", name, "ask").code == 0
+    eventually(lambda: agent_state(cli, name) == "waiting", "waiting on a permission")
+    assert cli("send", name, "y").code == 0
+    eventually(lambda: agent_state(cli, name) == "idle", "idle once answered")
 
 
 def test_without_hooks_the_screen_says_working_and_idle_after_the_debounce(
@@ -763,13 +769,7 @@ def test_opencode_states_and_its_session_come_from_its_event_stream(
         "the session id from the stream, kept by a refresh",
     )
     assert session.startswith("ses_")
-    assert cli("send", "o", "work 3").code == 0
-    eventually(lambda: agent_state(cli, "o") == "working", "working (session.status busy)")
-    eventually(lambda: agent_state(cli, "o") == "idle", "idle (session.status idle)")
-    assert cli("send", "o", "ask").code == 0
-    eventually(lambda: agent_state(cli, "o") == "waiting", "waiting (permission.asked)")
-    assert cli("send", "o", "y").code == 0
-    eventually(lambda: agent_state(cli, "o") == "idle", "idle once answered")
+    _a_turn_and_a_question(cli, "o")  # session.status busy/idle, permission.asked
     assert cli("pause", "o").code == 0
     assert cli("resume", "o").code == 0
     eventually(lambda: "resumed session with 3 turns" in screen(server, cli, "o"), "-s <id>")
