@@ -53,6 +53,7 @@ FIELDS = (
     "#{session_id}",
     "#{window_id}",
     "#{pid}",
+    "#{@lb_task}",
     "#{pane_current_command}",
 )
 FORMAT = "\t".join(FIELDS)
@@ -126,7 +127,7 @@ class TmuxRuntime:
         base = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
         return str(base / (self.socket or "default"))
 
-    def _run(self, *args: str) -> Result:
+    def _run(self, *args: str, stdin: str | None = None) -> Result:
         """One tmux invocation; `TmuxError` when tmux is missing or too old."""
         if not self._checked:
             check_version(version())
@@ -134,7 +135,7 @@ class TmuxRuntime:
         try:
             done = subprocess.run(
                 ["tmux", *self._where, *map(_literal, args)], capture_output=True, text=True,
-                check=False, errors="surrogateescape",
+                check=False, errors="surrogateescape", input=stdin,
             )  # fmt: skip
         except FileNotFoundError:
             raise TmuxError("tmux is not installed; laneboard runs agents in tmux") from None
@@ -164,7 +165,9 @@ class TmuxRuntime:
             parts = line.split("\t", len(FIELDS) - 1)
             if len(parts) != len(FIELDS):
                 continue
-            pane_id, dead, status, pid, activity, session_id, window_id, server, command = parts
+            pane_id, dead, status, pid, activity, session_id, window_id, server, task, command = (
+                parts
+            )
             panes[pane_id] = PaneState(
                 ref=PaneRef(
                     pane_id,
@@ -178,6 +181,7 @@ class TmuxRuntime:
                 pid=int(pid) if pid.isdigit() else None,
                 command=command or None,
                 activity=float(activity) if activity.isdigit() else None,
+                task_id=task or None,
             )
         return panes
 
@@ -192,7 +196,9 @@ class TmuxRuntime:
         for pane_id in wanted:
             if args:
                 args.append(SEP)
-            args += ["display-message", "-p", "-t", pane_id, MARK + pane_id, SEP]
+            # The id through tmux's own format: display-message runs its text through
+            # strftime, which would eat a literal `%3`.
+            args += ["display-message", "-p", "-t", pane_id, MARK + "#{pane_id}", SEP]
             args += ["capture-pane", "-p", "-J", "-t", pane_id, "-S", str(-lines)]
         if not args:
             return {}
@@ -241,6 +247,7 @@ class TmuxRuntime:
         try:
             self._cmd(
                 "set-option", "-w", "-t", pane_id, "remain-on-exit", "on", SEP,
+                "set-option", "-p", "-t", pane_id, "@lb_task", spec.task_id or "", SEP,
                 "respawn-pane", "-k", "-t", pane_id, "-c", spec.cwd, *env, *_direct(spec.argv),
             )  # fmt: skip
         except TmuxError:
@@ -275,9 +282,15 @@ class TmuxRuntime:
         raise TmuxError(f"tmux could not make a window for {spec.window}: {why}")
 
     def send_text(self, pane: PaneRef, text: str, *, enter: bool) -> None:
-        """Type `text` literally, then Enter as its own key."""
+        """Deliver `text` as one paste (a tmux buffer loaded from stdin, so any length and any
+        bytes; bracketed when the agent asked for bracketed paste, so several lines are one
+        input), then Enter as its own key."""
         if text:
-            self._cmd("send-keys", "-t", pane.pane_id, "-l", "--", text)
+            buffer = f"laneboard-{pane.pane_id.lstrip('%')}"
+            loaded = self._run("load-buffer", "-b", buffer, "-", stdin=text)
+            if loaded.returncode != 0:
+                raise TmuxError(f"tmux load-buffer: {' '.join(loaded.stderr) or 'failed'}")
+            self._cmd("paste-buffer", "-p", "-d", "-b", buffer, "-t", pane.pane_id)
         if enter:
             self._cmd("send-keys", "-t", pane.pane_id, "Enter")
 

@@ -16,11 +16,13 @@ config, never in the worktree, where a file would block a later discard).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import socket
 import sys
+import time
 from pathlib import Path
 
 from laneboard.core.domain.agents import Hooks, Profile
@@ -186,6 +188,14 @@ def last_event(state_dir: Path, task_id: str) -> HookEvent | None:
         detail=detail if detail not in ("", "-") else None,
         conversation=conversation,
     )
+
+
+def retire_events(state_dir: Path, task_id: str) -> None:
+    """Set the task's event file aside (`<task>.log.<time>`) before a fresh agent starts, so
+    nothing an earlier agent reported (its conversation id) is read as this one's."""
+    path = events_path(state_dir, task_id)
+    with contextlib.suppress(FileNotFoundError):
+        os.replace(path, path.with_name(f"{path.name}.{time.time_ns()}"))
 
 
 def append_event(state_dir: Path, task_id: str, name: str) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal, get_type_hints
 
@@ -250,6 +251,9 @@ def _plain(error: Any) -> str:
     return _PLAIN.get(error["type"], str(error["msg"]))
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def _problem(settings: Settings) -> str | None:
     """What pydantic's types cannot say: ranges, ref-name rules, plain command names."""
     for where, number in (
@@ -260,6 +264,17 @@ def _problem(settings: Settings) -> str | None:
         if number is not None and number < 1:
             return f"{where}: must be at least 1"
     from laneboard.core.domain.agents import profiles
+
+    if settings.agents.stop_grace < 0:
+        return "agents.stop_grace: must not be negative"
+    for key in settings.env:
+        if not _ENV_NAME.fullmatch(key):
+            return f"env: {key!r} is not an environment variable name"
+    for name, given in settings.agents.profiles.items():
+        extra = given.get("env")
+        for key in extra if isinstance(extra, dict) else ():
+            if not _ENV_NAME.fullmatch(str(key)):
+                return f"agents.profiles.{name}.env: {key!r} is not an environment variable name"
 
     try:
         profiles(settings.agents.profiles)

@@ -46,6 +46,9 @@ class PaneState:
     """tmux's `pane_current_command`: what runs in the foreground of the pane."""
     activity: float | None = None
     """When the pane's window last printed something (seconds since the epoch)."""
+    task_id: str | None = None
+    """The task laneboard launched this pane for (a pane option set before the agent starts),
+    so a launch the ledger never heard of (its command was killed half-way) is still found."""
 
 
 @value
@@ -72,6 +75,8 @@ class LaunchSpec:
     pane: PaneRef | None = None
     """Start it again in this pane (resume) when the pane is still there; else a new window."""
     shims: Shims | None = None
+    task_id: str | None = None
+    """The task the pane is for: tagged on the pane before the agent starts."""
 
 
 @value
@@ -85,6 +90,11 @@ class StopResult:
 
 
 class Runtime(Protocol):
+    @property
+    def socket_path(self) -> str | None:
+        """The server this runtime talks to (as recorded with each pane); None: no server."""
+        ...
+
     def snapshot(self) -> Mapping[str, PaneState]:
         """Every pane laneboard can see, by pane id, in one call."""
         ...
@@ -125,6 +135,8 @@ class Runtime(Protocol):
 
 class NoRuntime:
     """No agent runtime: no panes exist, so nothing runs, nothing can be stopped or read."""
+
+    socket_path = None
 
     def snapshot(self) -> Mapping[str, PaneState]:
         return {}

@@ -20,7 +20,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from laneboard.core.adapters import agentfiles
@@ -177,7 +177,9 @@ def start(
         env=env,
         pane=previous,
         shims=Shims(task.id, task.name, str(ctx.root), tuple(ctx.settings.lanes.wrap), str(shims)),
+        task_id=task.id,
     )
+    _stop_unrecorded(runtime, task)
     began = time.time()
     ref = runtime.launch(spec)
     typed = bool(task.agent_prompt) and profile.prompt is not Prompt.ARGV and not resuming
@@ -214,6 +216,26 @@ def start(
             started.id, actor=actor, kind="agent.prompted", agent_prompt=None
         )
     return started
+
+
+def unrecorded_panes(panes: Mapping[str, PaneState], task: Task) -> list[PaneState]:
+    """Live panes laneboard launched for `task` that the ledger does not record as its pane (a
+    command that launched one was killed before it wrote the ledger)."""
+    recorded = pane_of(task)
+    return [
+        seen
+        for seen in panes.values()
+        if seen.task_id == task.id
+        and seen.alive
+        and not (recorded is not None and same_pane(recorded, seen))
+    ]
+
+
+def _stop_unrecorded(runtime: Runtime, task: Task) -> None:
+    """Before a launch: stop any agent an interrupted launch left for this task, so two never
+    share its worktree."""
+    for seen in unrecorded_panes(runtime.snapshot(), task):
+        runtime.stop(seen.ref, timeout=5.0)
 
 
 def _type_when_ready(runtime: Runtime, task: Task, text: str) -> None:

@@ -92,7 +92,12 @@ def retain(ctx: RepoContext, ledger: Ledger, task: Task, runtime: Runtime, actor
         if not stopped.stopped:
             raise LaneboardError(f"{task.name}: its agent did not stop: {stopped.detail}")
     return ledger.update_task(
-        task.id, actor=actor, kind="task.retained", state=TaskState.RETAINED, expect=task.state
+        task.id,
+        actor=actor,
+        kind="task.retained",
+        state=TaskState.RETAINED,
+        expect=task.state,
+        agent_state="stopped" if pane is not None else task.agent_state,
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from laneboard.core.adapters import procs
+from laneboard.core.adapters import locks, procs
 from laneboard.core.adapters.git import WorktreeEntry, worktree_list
 from laneboard.core.adapters.leases import LeaseStore
 from laneboard.core.adapters.ledger import Ledger
@@ -22,6 +22,7 @@ from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.domain.runtime import Runtime, pane_of, same_pane
 from laneboard.core.domain.views import Finding
 from laneboard.core.operations import discard as removal
+from laneboard.core.operations.agents import unrecorded_panes
 from laneboard.core.operations.provision import (
     branch_message,
     finish,
@@ -96,10 +97,29 @@ def _pane_findings(ledger: Ledger, tasks: list[Task], runtime: Runtime, fix: boo
     pane id that now names someone else's pane (`--fix` forgets it, so nothing is ever sent
     there)."""
     found: list[Finding] = []
-    with_pane = [task for task in tasks if task.tmux_pane]
+    with locks.held("agents"):  # never while another process is between launch and ledger
+        everything = runtime.snapshot()
+        strays = [(task, stray) for task in tasks for stray in unrecorded_panes(everything, task)]
+        for task, stray in strays:
+            detail = f"pane {stray.ref.pane_id} runs an agent for it the ledger does not record"
+            if fix:
+                runtime.stop(stray.ref, timeout=5.0)
+                ledger.append_event(
+                    task.id, task.repo_id, "doctor.pane_stopped", Actor.DOCTOR,
+                    {"pane": stray.ref.pane_id, "unrecorded": True},
+                )  # fmt: skip
+                found.append(
+                    Finding("unrecorded-pane", detail, task.name, task.id, fixed="stopped")
+                )
+            else:
+                found.append(
+                    Finding("unrecorded-pane", detail + "; --fix stops it", task.name, task.id)
+                )
+    # Panes on another tmux server than this one cannot be judged from here: left alone.
+    with_pane = [t for t in tasks if t.tmux_pane and t.tmux_socket == runtime.socket_path]
     if not with_pane:
         return found
-    panes = runtime.snapshot()
+    panes = everything
     for task in with_pane:
         recorded = pane_of(task)
         assert recorded is not None

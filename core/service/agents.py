@@ -83,6 +83,7 @@ class AgentCommands:
         prompt: str | None,
     ) -> Outcome:
         name, _ = agents.choose(ctx.settings, agent, command)
+        agentfiles.retire_events(state_dir(), task.id)  # a fresh agent: no earlier conversation
         task = self._ledger().update_task(
             task.id,
             actor=self.actor,
@@ -105,6 +106,8 @@ class AgentCommands:
         ledger = self._ledger()
         with locks.held("agents"):
             now = ledger.task(task.id)
+            if task.state is TaskState.QUEUED and now.state is TaskState.RUNNING:
+                return Outcome(now, ctx.repo)  # the reconcile above started it
             if now.state is not task.state or now.agent_started_at != task.agent_started_at:
                 raise LaneboardError(
                     f"{task.name} is {now.state.value} now; another process changed it"
@@ -143,6 +146,7 @@ class AgentCommands:
         found = self._live(ctx, task)
         if found.state is TaskState.PAUSED:
             return Outcome(found, ctx.repo, changed=False)
+        self._same_server(found)
         paused = agents.pause(ctx, self._ledger(), self.runtime, found, self.actor)
         self.reconcile()  # its capacity may start a queued task
         return Outcome(paused, ctx.repo)
@@ -156,6 +160,7 @@ class AgentCommands:
             raise LaneboardError(f"{found.name} is {found.state.value}; it cannot be resumed")
         if found.agent_profile is None:
             raise LaneboardError(f"{found.name} never had an agent; use `laneboard start`")
+        self._same_server(found)
         if found.state is TaskState.RUNNING:
             with locks.held("agents"):
                 now = self._ledger().task(found.id)
@@ -167,6 +172,15 @@ class AgentCommands:
                 )
             return Outcome(started, ctx.repo)
         return self._start_or_queue(ctx, found, "agent.resumed")
+
+    def _same_server(self, task: Task) -> None:
+        """Refuse to act on a task whose agent was started on another tmux server than this
+        command talks to: it may still run there, and a second agent would share its worktree."""
+        if task.tmux_socket and task.tmux_socket != self.runtime.socket_path:
+            raise LaneboardError(
+                f"{task.name}: its agent was started on the tmux server {task.tmux_socket}, not "
+                f"{self.runtime.socket_path}; set LANEBOARD_TMUX_SOCKET={task.tmux_socket}"
+            )
 
     def each(
         self, where: Path | str | int | None, states: tuple[TaskState, ...]

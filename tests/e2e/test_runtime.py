@@ -774,3 +774,94 @@ def test_opencode_states_and_its_session_come_from_its_event_stream(
     assert cli("resume", "o").code == 0
     eventually(lambda: "resumed session with 3 turns" in screen(server, cli, "o"), "-s <id>")
     assert show(cli, "o")["conversation_id"] == session
+
+
+def test_every_panes_screen_is_read_whatever_its_id(repo: Path, cli, agents, server) -> None:
+    """Was broken: the chained capture's marker went through tmux's strftime, so from `%3` on
+    every screen was filed under a wrong id and read as empty."""
+    agents("max_running = 8", 'hooks = "none"')
+    names = [f"s{n}" for n in range(5)]
+    for name in names:
+        assert cli("new", name).code == 0
+    for name in names:
+        assert cli("send", name, "ask").code == 0
+    for name in names:
+        eventually(lambda n=name: agent_state(cli, n) == "waiting", f"{name} waiting (screen)")
+
+
+def test_long_text_reaches_the_agent_as_one_paste(repo: Path, cli, agents, server) -> None:
+    """Was broken: text went on tmux's command line, which takes 16 KB at most."""
+    assert cli("new", "t").code == 0
+    assert cli("send", "t", "y" * 40000).code == 0  # far past tmux's command line limit
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle")
+    text = "x" * 4000  # a terminal in canonical mode (the fake's) takes 4095 bytes a line
+    assert cli("send", "t", text).code == 0
+    eventually(lambda: "done: xxxxxxxx" in screen(server, cli, "t"), "the long prompt answered")
+    log = Path(os.environ["HOME"]) / ".fake-claude" / f"{show(cli, 't')['conversation_id']}.log"
+    assert text in log.read_text().splitlines()
+
+
+def test_a_fresh_start_after_retain_is_a_new_conversation(repo: Path, cli, agents) -> None:
+    assert cli("new", "t").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle")
+    first = show(cli, "t")["conversation_id"]
+    assert cli("retain", "t").code == 0
+    assert agent_text_of(cli, "t") == "stopped"
+    assert cli("start", "t", "--prompt", "again").code == 0
+    second = show(cli, "t")["conversation_id"]
+    assert second != first and uuid.UUID(second)
+
+
+def agent_text_of(cli, name: str) -> str:  # type: ignore[no-untyped-def]
+    row = next(line for line in cli("ls").out.splitlines() if line.startswith(name + " "))
+    return row.split()[-2]
+
+
+def test_another_tmux_server_leaves_the_tasks_agent_alone(
+    repo: Path, cli, agents, server, tmp_path: Path
+) -> None:
+    assert cli("new", "t").code == 0
+    other = {"LANEBOARD_TMUX_SOCKET": f"{server.socket_name}-other"}
+    subprocess.run(["tmux", "-L", other["LANEBOARD_TMUX_SOCKET"], "new-session", "-d",
+                    "sleep", "30"], check=True)  # fmt: skip
+    try:
+        fixed = json.loads(cli("doctor", "--fix", "--json", env=other).out)
+        assert not [f for f in fixed["findings"] if f["task"] == "t"]
+        refused = cli("resume", "t", env=other)
+        assert refused.code == 1 and "LANEBOARD_TMUX_SOCKET=" in refused.err
+        assert show(cli, "t")["pane"] is not None
+        assert agent_state(cli, "t") in ("idle", "working", "starting")
+    finally:
+        subprocess.run(["tmux", "-L", other["LANEBOARD_TMUX_SOCKET"], "kill-server"])
+
+
+def test_an_agent_a_killed_launch_left_behind_is_found_and_never_doubled(
+    repo: Path, cli, agents, server
+) -> None:
+    assert cli("new", "t", "--no-start").code == 0
+    task = show(cli, "t")
+    # What a launch leaves when its command is killed before it writes the ledger: a pane
+    # tagged for the task, running, that the ledger knows nothing of.
+    stray = server.cmd("new-session", "-d", "-P", "-F", "#{pane_id}", "-s", "lb-repo",
+                       "sleep", "300").stdout[0]  # fmt: skip
+    server.cmd("set-option", "-p", "-t", stray, "@lb_task", task["id"])
+    stray_pid = int(server.cmd("display-message", "-p", "-t", stray, "#{pane_pid}").stdout[0])
+    report = json.loads(cli("doctor", "--json").out)
+    assert any(f["kind"] == "unrecorded-pane" and f["task"] == "t" for f in report["findings"])
+    started = cli("start", "t")  # stops the stray first: one agent per worktree
+    assert started.code == 0, started.err
+    assert _session_members(stray_pid) == []  # the stray agent is gone (or a zombie)
+    alive = [line for line in server.cmd("list-panes", "-a", "-F", "#{pane_dead} #{@lb_task}")
+             .stdout if line == f"0 {task['id']}"]  # fmt: skip
+    assert len(alive) == 1
+
+
+def test_bad_env_names_and_a_negative_grace_are_refused(repo: Path, cli, agents) -> None:
+    home = Path(os.environ["LANEBOARD_HOME"])
+    for text, field in [
+        ('env = { "X=Y" = "z" }\n', "env: 'X=Y' is not an environment variable name"),
+        ("[agents]\nstop_grace = -5\n", "agents.stop_grace: must not be negative"),
+    ]:
+        (home / "config.toml").write_text(text)
+        result = cli("new", "t", "--no-start")
+        assert result.code == 1 and field in result.err, result.err
