@@ -337,8 +337,9 @@ def detect(profile: Profile, seen: Observed, now: float) -> State:
     not "waiting"), unless the screen has moved on since it (a "waiting" answered, an "idle"
     followed by a new turn that sent no hook) or, for "working", unless the screen has been
     still for `STALE_WORKING` seconds with no busy rule matching (some turns end without a
-    hook). Then the profile's screen rules over the last lines: waiting beats busy; a screen
-    still for `DEBOUNCE` seconds is idle; a moving one is working.
+    hook). Then the profile's screen rules over the last lines: waiting beats busy, busy beats
+    an idle prompt; a screen that matches none is idle once still for `DEBOUNCE` seconds, and
+    working while it moves.
     """
     if not seen.pane_present:
         return State(AgentState.LOST, source="tmux")
@@ -366,6 +367,8 @@ def detect(profile: Profile, seen: Observed, now: float) -> State:
         return State(AgentState.WORKING, source="screen")
     if not lines:
         return State(AgentState.STARTING, source="screen")
+    if _matches(profile.idle, lines[-3:]):
+        return State(AgentState.IDLE, source="screen")
     if still:
         return State(AgentState.IDLE, source="screen")
     return State(AgentState.WORKING, source="screen")

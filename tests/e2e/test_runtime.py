@@ -220,7 +220,7 @@ def test_pause_keeps_every_file_and_resume_continues_the_same_conversation(
 ) -> None:
     assert cli("new", "t", "--prompt", "first").code == 0
     worktree = repo / ".worktrees" / "t"
-    eventually(lambda: agent_state(cli, "t") == "idle", "idle")
+    eventually(lambda: "done: first" in screen(server, cli, "t"), "the first turn")
     (worktree / "tracked.txt").write_bytes(b"dirty\r\n\x00bytes")
     git(worktree, "add", "tracked.txt")
     (worktree / "tracked.txt").write_bytes(b"dirtier\r\n\x00bytes")

@@ -72,6 +72,9 @@ def test_without_hooks_the_screen_rules_decide_with_a_debounce() -> None:
     assert state(seen(screen="compiling\n", screen_changed_at=NOW - DEBOUNCE / 2)) == "working"
     assert state(seen(screen="compiling\n", screen_changed_at=NOW - DEBOUNCE - 0.1)) == "idle"
     assert state(seen(screen="", screen_changed_at=None)) == "starting"
+    # an idle prompt is idle at once; a moving screen without one is working
+    assert state(seen(screen=IDLE_SCREEN, screen_changed_at=NOW)) == "idle"
+    assert state(seen(screen="compiling\n", screen_changed_at=NOW)) == "working"
 
 
 @pytest.mark.parametrize(
