@@ -26,18 +26,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import timed
+
 ROOT = Path(__file__).resolve().parent.parent
 FAKE = [sys.executable, str(ROOT / "tests" / "fakes" / "claude.py")]
 LANEBOARD = [sys.executable, "-m", "laneboard"]
-
-
-def timed(args: list[str], cwd: Path, env: dict[str, str], stdin: str | None = None) -> float:
-    began = time.perf_counter()
-    result = subprocess.run(args, cwd=cwd, env=env, input=stdin, capture_output=True, text=True)
-    took = time.perf_counter() - began
-    if result.returncode != 0:
-        raise SystemExit(f"{' '.join(args)} failed: {result.stderr}")
-    return took
 
 
 def ms(values: list[float]) -> str:
@@ -113,7 +106,7 @@ def _run(args: argparse.Namespace, repo: Path, env: dict[str, str], socket: str)
     )
     hook_env = {**env, "LANEBOARD_EVENTS": str(home_of(env) / "events" / "bench.log")}
     hook = [
-        timed(["sh", str(script), "PreToolUse", "stdin"], repo, hook_env, payload)
+        timed(["sh", str(script), "PreToolUse", "stdin"], repo, hook_env, stdin=payload)
         for _ in range(args.runs * 5)
     ]
     shell = [timed(["sh", "-c", ":"], repo, hook_env) for _ in range(args.runs * 5)]

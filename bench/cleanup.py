@@ -26,23 +26,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from common import timed
 
 ROOT = Path(__file__).resolve().parent.parent
 LANEBOARD = [sys.executable, "-P", "-m", "laneboard"]
-
-
-def timed(args: list[str], cwd: Path, env: dict[str, str]) -> float:
-    """Seconds `args` takes, after flushing what earlier steps left to write: on this disk the
-    write-back of one step's 300 MB otherwise lands in the next step's time."""
-    os.sync()
-    began = time.perf_counter()
-    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, check=False)
-    took = time.perf_counter() - began
-    if result.returncode != 0:
-        raise SystemExit(f"{' '.join(args)} failed: {result.stderr.decode()}")
-    return took
 
 
 def build(repo: Path, files: int, env: dict[str, str]) -> int:
@@ -97,18 +86,24 @@ def main() -> None:
             name = f"t{n}"
             worktree = repo / ".worktrees" / name
             git_add = ["git", "worktree", "add", "-q", "-b", f"plain{n}", str(plain)]
-            note("floor: git worktree add -b", timed(git_add, repo, env))
+            note("floor: git worktree add -b", timed(git_add, repo, env, sync=True))
             remove = ["git", "worktree", "remove", str(plain)]
             note(
                 "floor: git worktree remove + branch -D",
-                timed(remove, repo, env)
-                + timed(["git", "branch", "-q", "-D", f"plain{n}"], repo, env),
+                timed(remove, repo, env, sync=True)
+                + timed(["git", "branch", "-q", "-D", f"plain{n}"], repo, env, sync=True),
             )
-            note("laneboard new", timed([*LANEBOARD, "new", name, "--no-start"], repo, env))
-            note("laneboard discard (clean)", timed([*LANEBOARD, "discard", name], repo, env))
+            note(
+                "laneboard new",
+                timed([*LANEBOARD, "new", name, "--no-start"], repo, env, sync=True),
+            )
+            note(
+                "laneboard discard (clean)",
+                timed([*LANEBOARD, "discard", name], repo, env, sync=True),
+            )
 
             forced = f"f{n}"
-            timed([*LANEBOARD, "new", forced, "--no-start"], repo, env)
+            timed([*LANEBOARD, "new", forced, "--no-start"], repo, env, sync=True)
             dirty(repo / ".worktrees" / forced)
             subprocess.run(
                 ["git", "worktree", "add", "-q", "-b", f"pf{n}", str(plain)],
@@ -121,19 +116,24 @@ def main() -> None:
             force_remove = ["git", "worktree", "remove", "--force", str(plain)]
             note(
                 "floor: git worktree remove --force + branch -D",
-                timed(force_remove, repo, env)
-                + timed(["git", "branch", "-q", "-D", f"pf{n}"], repo, env),
+                timed(force_remove, repo, env, sync=True)
+                + timed(["git", "branch", "-q", "-D", f"pf{n}"], repo, env, sync=True),
             )
             note(
                 "laneboard discard --force (5 edited, 5 untracked)",
-                timed([*LANEBOARD, "discard", forced, "--force"], repo, env),
+                timed([*LANEBOARD, "discard", forced, "--force"], repo, env, sync=True),
             )
             note(
                 "floor: git worktree add (after a removal)",
-                timed(["git", "worktree", "add", "-q", "-b", f"pr{n}", str(plain)], repo, env),
+                timed(
+                    ["git", "worktree", "add", "-q", "-b", f"pr{n}", str(plain)],
+                    repo,
+                    env,
+                    sync=True,
+                ),
             )
             subprocess.run(["git", "worktree", "remove", str(plain)], cwd=repo, check=True)
-            note("laneboard restore", timed([*LANEBOARD, "restore", forced], repo, env))
+            note("laneboard restore", timed([*LANEBOARD, "restore", forced], repo, env, sync=True))
             assert (repo / ".worktrees" / forced / "notes-0.md").read_text() == "untracked 0\n"
             assert not worktree.exists()
 

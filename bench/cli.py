@@ -22,21 +22,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import timed
+
 ROOT = Path(__file__).resolve().parent.parent
 STDLIB_FLOOR = "import argparse, contextlib, json, pathlib, signal, sqlite3, subprocess, threading"
 """The standard library modules every laneboard command needs (the ledger is SQLite, paths are
 pathlib, commands run as subprocesses with their signals forwarded): what any Python CLI built
 this way pays before its first line of work."""
 LANEBOARD = [sys.executable, "-m", "laneboard"]
-
-
-def timed(args: list[str], cwd: Path, env: dict[str, str]) -> float:
-    began = time.perf_counter()
-    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, check=False)
-    took = time.perf_counter() - began
-    if result.returncode != 0:
-        raise SystemExit(f"{' '.join(args)} failed: {result.stderr.decode()}")
-    return took
 
 
 def statuses(worktrees: list[Path], env: dict[str, str]) -> float:
