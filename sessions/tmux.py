@@ -365,9 +365,6 @@ class TmuxRuntime:
         self._cmd("set-option", "-p", "-t", pane_id, "@lb_shell_for", beside.pane_id)
         return PaneRef(pane_id, self.socket_path)
 
-    def kill_window(self, pane: PaneRef) -> None:
-        self._run("kill-window", "-t", pane.pane_id)
-
 
 def _direct(argv: Sequence[str]) -> list[str]:
     """`argv` as tmux executes it directly: with one argument tmux would run it through a

@@ -57,7 +57,6 @@ CUSTOM = "custom"
 SCREEN_LINES = 40
 READY_WAIT = 10.0
 """How long a typed first prompt waits for the agent's screen to settle."""
-AGENT_STATES = (TaskState.RUNNING,)
 STARTABLE = (
     TaskState.PROVISIONED,
     TaskState.QUEUED,
