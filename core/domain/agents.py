@@ -228,7 +228,7 @@ def launch_argv(
 EXIT_EVENT = "exited"
 """The event the pane's wrapper writes with the agent's exit status as its detail."""
 WRAPPER = (
-    "trap : TERM INT HUP; "
+    "trap : TERM INT; "
     '[ -z "$LANEBOARD_EVENT_STREAM" ] || "$LANEBOARD_PYTHON" -P -m laneboard.core.adapters.'
     "eventstream </dev/null >/dev/null 2>&1 & "
     '"$@"; code=$?; '
@@ -241,10 +241,11 @@ def pane_argv(argv: Sequence[str]) -> list[str]:
     quoting) and writes its exit status to the task's event file as it ends. tmux records the
     status too, but tmux 3.3 loses it now and then when a pane dies (measured: about 1 exit in
     15); the file never does. The agent stays in the pane's process group and session, so
-    stopping the pane stops it, and a hang-up reaches it. The `sh` itself outlives SIGTERM,
-    SIGINT and SIGHUP (a handler that does nothing, reset in the agent by `exec`, unlike an
-    ignored signal): it waits for the agent to finish quitting, so the agent gets its whole
-    grace to stop, and then records its status. For an agent that reports its events as a
+    stopping the pane stops it. The `sh` itself outlives SIGTERM and SIGINT (a handler that
+    does nothing, reset in the agent by `exec`, unlike an ignored signal): it waits for the
+    agent to finish quitting, so the agent gets its whole grace to stop, and then records its
+    status. A hang-up (the pane killed, the server gone) ends the `sh`, the session's leader,
+    and the kernel passes it on to the agent. For an agent that reports its events as a
     server-sent stream (opencode), it also starts the stream's reader in the background."""
     return ["sh", "-c", WRAPPER, "laneboard-agent", *argv]
 

@@ -865,3 +865,15 @@ def test_bad_env_names_and_a_negative_grace_are_refused(repo: Path, cli, agents)
         (home / "config.toml").write_text(text)
         result = cli("new", "t", "--no-start")
         assert result.code == 1 and field in result.err, result.err
+
+
+@pytest.mark.parametrize("how", ["kill-pane", "kill-server"])
+def test_a_killed_pane_or_server_leaves_no_agent_running(
+    repo: Path, cli, agents, server, how: str
+) -> None:
+    assert cli("new", "t", "--cmd", "sleep 300").code == 0
+    pane = show(cli, "t")["pane"]["pane_id"]
+    session = int(server.cmd("display-message", "-p", "-t", pane, "#{pane_pid}").stdout[0])
+    eventually(lambda: len(_session_members(session)) == 2, "the wrapper and the agent")
+    server.cmd(*(["kill-pane", "-t", pane] if how == "kill-pane" else ["kill-server"]))
+    eventually(lambda: _session_members(session) == [], "the hang-up reaching the agent")
