@@ -209,12 +209,17 @@ def start(
     except LaneboardError:
         runtime.stop(ref, timeout=1.0)
         raise
-    if typed and task.agent_prompt:
-        _type_when_ready(runtime, started, task.agent_prompt)
-        started = ledger.update_task(
-            started.id, actor=actor, kind="agent.prompted", agent_prompt=None
-        )
     return started
+
+
+def deliver_prompt(ledger: Ledger, runtime: Runtime, task: Task, actor: Actor) -> Task:
+    """Type the first prompt a just-started agent takes typed (kept in the ledger until then),
+    once its screen settles. Called after the start's lock is released: the wait (up to
+    `READY_WAIT`) must not hold every other start back."""
+    if not task.agent_prompt or task.state is not TaskState.RUNNING or pane_of(task) is None:
+        return task
+    _type_when_ready(runtime, task, task.agent_prompt)
+    return ledger.update_task(task.id, actor=actor, kind="agent.prompted", agent_prompt=None)
 
 
 def unrecorded_panes(panes: Mapping[str, PaneState], task: Task) -> list[PaneState]:

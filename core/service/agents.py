@@ -122,6 +122,7 @@ class AgentCommands:
                 )  # fmt: skip
                 return Outcome(queued, ctx.repo)
             started = agents.start(ctx, ledger, self.runtime, now, self.actor, kind=kind)
+        started = agents.deliver_prompt(ledger, self.runtime, started, self.actor)
         return Outcome(started, ctx.repo)
 
     def _running(self) -> int:
@@ -352,7 +353,7 @@ class AgentCommands:
                             data={"error": str(err)}, agent_state=note,
                         )  # fmt: skip
                     continue
-                changed.append(began)
+            changed.append(agents.deliver_prompt(ledger, self.runtime, began, Actor.CONTROLLER))
         return changed
 
     def _reconcile_one(
