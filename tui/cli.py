@@ -154,6 +154,7 @@ def cmd_new(args: argparse.Namespace) -> int:
         _where(args),
         args.name,
         base=args.base,
+        target=args.target,
         start=not args.no_start,
         agent=args.agent,
         command=_command(args),

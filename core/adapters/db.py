@@ -143,6 +143,29 @@ MIGRATIONS: Sequence[str] = (
         since REAL NOT NULL
     );
     """,
+    # 7: review and finalize: the reviewed SHA's time, where integration moved the target,
+    # leases nested in a parent lease, and the caches of reviews and merges (keyed by commit
+    # ids, which never change what they name).
+    """
+    ALTER TABLE tasks ADD COLUMN reviewed_at REAL;
+    ALTER TABLE tasks ADD COLUMN target_old TEXT;
+    ALTER TABLE tasks ADD COLUMN target_new TEXT;
+    ALTER TABLE tasks ADD COLUMN pr_url TEXT;
+    ALTER TABLE leases ADD COLUMN parent INTEGER;
+    CREATE TABLE merges (
+        ours TEXT NOT NULL,
+        theirs TEXT NOT NULL,
+        clean INTEGER NOT NULL,
+        files TEXT NOT NULL,
+        PRIMARY KEY (ours, theirs)
+    );
+    CREATE TABLE reviews (
+        base TEXT NOT NULL,
+        tip TEXT NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (base, tip)
+    );
+    """,
 )
 
 

@@ -194,15 +194,17 @@ class LeaseStore:
         command: list[str],
         repo_cap: int | None,
         wake: str | None,
+        parent: int | None = None,
     ) -> Lease:
         """Queue a lease held by this process and run an admission pass in the same transaction;
-        the returned lease may already be running."""
+        the returned lease may already be running. `parent` is a running lease of this process
+        the new one nests in (they do not conflict)."""
         pid, start = procs.me()
         with self.database.transaction() as db:
             cursor = db.execute(
                 "INSERT INTO leases (repo_id, lane, kind, state, holder_pid, holder_start, "
-                "command, created_at, wake, repo_cap) "
-                "VALUES (?, ?, ?, 'waiting', ?, ?, ?, ?, ?, ?)",
+                "command, created_at, wake, repo_cap, parent) "
+                "VALUES (?, ?, ?, 'waiting', ?, ?, ?, ?, ?, ?, ?)",
                 (
                     repo_id,
                     lane,
@@ -213,6 +215,7 @@ class LeaseStore:
                     time.time(),
                     None if wake is None else to_db(wake),
                     repo_cap,
+                    parent,
                 ),
             )
             seq = cursor.lastrowid
@@ -515,6 +518,7 @@ def hold(
     timeout: float | None = None,
     on_wait: Callable[[Lease], None] | None = None,
     cancel: Cancel | None = None,
+    parent: Held | None = None,
 ) -> Iterator[Held]:
     """Hold a lane for the duration of the block: wait for admission, run the block, release.
 
@@ -523,7 +527,8 @@ def hold(
     Inside a command that runs under an outer lease (`$LANEBOARD_LEASE`): if that lease covers
     the lane (the same lane, or the repo's root lane) the block runs under it; if it conflicts
     without covering it (asking for the root lane from inside a worktree lane), waiting would
-    wait for itself forever, so it is refused at once.
+    wait for itself forever, so it is refused at once. Inside a block of this process's own
+    (`parent`), the new lease nests in that one: the two never conflict.
     """
     outer = store.reentry(repo_id, lane, command)
     if outer is not None:
@@ -537,6 +542,7 @@ def hold(
             command=command,
             repo_cap=repo_cap,
             wake=str(waker.path),
+            parent=None if parent is None or parent.inherited else parent.lease.seq,
         )
         try:
             lease = store.wait(lease, waker, timeout=timeout, on_wait=on_wait, cancel=cancel)

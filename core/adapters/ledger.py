@@ -279,6 +279,7 @@ class Ledger:
         state: TaskState | None = None,
         expect: TaskState | None = None,
         settled: bool = False,
+        keep_live: bool = False,
         **fields: Any,
     ) -> Task:
         """Change a task's fields and/or state and journal it, in one transaction.
@@ -288,8 +289,9 @@ class Ledger:
         process that moved the task meanwhile). A task in a multi-step state (`OWNED`) is changed
         only by its owner, this process: anyone else is refused with `NotOwner`, whatever the
         table allows. Entering such a state makes this process the owner; `settled` clears the
-        owner: the multi-step change is over. Entering a retiring state sets the disposition and
-        retirement time, which frees the name.
+        owner: the multi-step change is over. Entering a retiring state sets the disposition
+        (unless `fields` name one) and, unless `keep_live` (a finalized task whose worktree is
+        still there), the retirement time, which frees the name.
         """
         if settled:  # the multi-step change is over: no process owns the task any more
             fields.update(owner_pid=None, owner_start=None)
@@ -328,8 +330,9 @@ class Ledger:
                 event.setdefault("to", state.value)
                 disposition = DISPOSITION_OF.get(state)
                 if disposition is not None:
-                    fields["disposition"] = disposition.value
-                    fields["retired_at"] = time.time()
+                    fields.setdefault("disposition", disposition.value)
+                    if not keep_live:
+                        fields["retired_at"] = time.time()
             fields["updated_at"] = time.time()
             assignments = ", ".join(f"{key} = ?" for key in fields)
             db.execute(f"UPDATE tasks SET {assignments} WHERE id = ?", (*fields.values(), task_id))

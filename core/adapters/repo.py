@@ -76,9 +76,11 @@ class RepoContext:
         lane: str | None,
         kind: LeaseKind,
         command: list[str],
+        parent: Held | None = None,
     ) -> Iterator[Held]:
         """Hold one of this repo's lanes (None = the root lane) for the block, after waiting for
-        admission like any `laneboard exec` (telling `on_wait`, stopping when `cancel` is set)."""
+        admission like any `laneboard exec` (telling `on_wait`, stopping when `cancel` is set);
+        nested in `parent`, a lease this process holds, when given."""
         store = LeaseStore(ledger.database, self.settings.lanes.slots)
         with hold(
             store,
@@ -89,5 +91,6 @@ class RepoContext:
             repo_cap=self.settings.lanes.repo_cap,
             on_wait=self.on_wait,
             cancel=self.cancel,
+            parent=parent,
         ) as held:
             yield held

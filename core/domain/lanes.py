@@ -37,14 +37,26 @@ class Claim(Protocol):
     @property
     def lane(self) -> str | None: ...
 
+    @property
+    def parent(self) -> int | None: ...
+
+
+INTEGRATION_LANE = "integration"
+"""The lane key of a repo's integration lane (finalize). Task lanes are keyed by 12-hex-digit
+task ids, so it can never be one: it conflicts with the root lane and with itself only."""
+
 
 def conflicts(a: Claim, b: Claim) -> bool:
     """True when `a` and `b` may not run at the same time.
 
     Symmetric. Lanes of different repos never conflict; a root-lane claim conflicts with every
-    claim of its repo; a worktree lane conflicts with itself and its root lane; siblings never.
+    claim of its repo; any other lane (a worktree lane, the integration lane) conflicts with
+    itself and its root lane; siblings never. A claim nested in another (`parent`, the same
+    holder taking the root lane briefly inside its integration) never conflicts with it.
     """
     if a.repo_id != b.repo_id:
+        return False
+    if a.parent == b.seq or b.parent == a.seq:
         return False
     return a.lane is None or b.lane is None or a.lane == b.lane
 
@@ -196,7 +208,10 @@ class LeaseKind(StrEnum):
     RESTORE = "restore"
     """Bringing a discarded task back from a snapshot (root lane)."""
     INTEGRATE = "integrate"
-    """Integration into a target branch (root lane)."""
+    """Integration into a target branch: the integration lane for merge and gate, with root
+    leases nested in it for the scratch worktree and the move of the target."""
+    REBASE = "rebase"
+    """The rebase of a task's branch onto its target (its worktree lane)."""
     REPAIR = "repair"
     """`git worktree repair` of laneboard's worktrees after their repository moved (root lane)."""
 
@@ -230,6 +245,8 @@ class Lease:
     """The process group the command was started in (its own)."""
     sid: int | None = None
     """The session the command was started in, when it got one of its own (no terminal)."""
+    parent: int | None = None
+    """The running lease of the same holder this one nests in (it does not conflict with it)."""
 
     @property
     def is_root(self) -> bool:

@@ -4,6 +4,11 @@ Pure. An illegal transition raises; it is never a silent no-op. Beyond the desig
 `discarding` makes removal resumable after a crash, and a task that never reached review
 (provisioned, queued, running, paused, revising) may still be retained or discarded, because an
 operator must be able to stop and clean up any live task.
+
+Finalize is a multi-step change too (`finalizing`): a conflict or a failed gate returns the task
+to `ready_for_review`. A finalized task retires once its worktree is gone; while it is still there
+(publish keeps it for the pull request; a cleanup blocker kept it) the task stays live, and a
+discard of it removes the worktree and leaves it `finalized`.
 """
 
 from __future__ import annotations
@@ -16,16 +21,20 @@ S = TaskState
 TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
     S.NEW: frozenset({S.PROVISIONING}),
     S.PROVISIONING: frozenset({S.PROVISIONED, S.FAILED}),
-    S.PROVISIONED: frozenset({S.QUEUED, S.RUNNING, S.RETAINED, S.DISCARDING}),
+    S.PROVISIONED: frozenset({S.QUEUED, S.RUNNING, S.RETAINED, S.DISCARDING, S.FINALIZING}),
     S.QUEUED: frozenset({S.RUNNING, S.RETAINED, S.DISCARDING}),
-    S.RUNNING: frozenset({S.PAUSED, S.READY_FOR_REVIEW, S.RETAINED, S.DISCARDING}),
-    S.PAUSED: frozenset({S.RUNNING, S.QUEUED, S.RETAINED, S.DISCARDING}),
-    S.READY_FOR_REVIEW: frozenset({S.REVISING, S.FINALIZED, S.RETAINED, S.DISCARDING}),
-    S.REVISING: frozenset({S.RUNNING, S.READY_FOR_REVIEW, S.RETAINED, S.DISCARDING}),
-    S.RETAINED: frozenset({S.QUEUED, S.RUNNING, S.DISCARDING}),
-    # A removal that refused half-way (a blocker appeared) returns the task to retained.
-    S.DISCARDING: frozenset({S.DISCARDED, S.RETAINED}),
-    S.FINALIZED: frozenset(),
+    S.RUNNING: frozenset({S.PAUSED, S.READY_FOR_REVIEW, S.RETAINED, S.DISCARDING, S.FINALIZING}),
+    S.PAUSED: frozenset({S.RUNNING, S.QUEUED, S.RETAINED, S.DISCARDING, S.FINALIZING}),
+    S.READY_FOR_REVIEW: frozenset({S.REVISING, S.FINALIZING, S.RETAINED, S.DISCARDING}),
+    S.REVISING: frozenset(
+        {S.RUNNING, S.READY_FOR_REVIEW, S.RETAINED, S.DISCARDING, S.FINALIZING}
+    ),
+    S.RETAINED: frozenset({S.QUEUED, S.RUNNING, S.DISCARDING, S.FINALIZING}),
+    S.FINALIZING: frozenset({S.FINALIZED, S.READY_FOR_REVIEW}),
+    # A removal that refused half-way (a blocker appeared) returns the task to retained, or to
+    # finalized when it was the cleanup of a finalized task.
+    S.DISCARDING: frozenset({S.DISCARDED, S.RETAINED, S.FINALIZED}),
+    S.FINALIZED: frozenset({S.DISCARDING}),
     S.DISCARDED: frozenset(),
     S.FAILED: frozenset(),
 }
@@ -35,10 +44,11 @@ DISPOSITION_OF: dict[TaskState, Disposition] = {
     S.DISCARDED: Disposition.DISCARDED,
     S.FAILED: Disposition.FAILED,
 }
-"""States that retire a task: its name becomes free again; its row and journal stay forever."""
+"""States that retire a task: its name becomes free again; its row and journal stay forever
+(a finalized task whose worktree is still there retires when the worktree goes)."""
 
 
-OWNED = frozenset({S.PROVISIONING, S.DISCARDING})
+OWNED = frozenset({S.PROVISIONING, S.DISCARDING, S.FINALIZING})
 """States that span several effects: one process owns the task while it is in them (DESIGN.md
 section 3), and only that owner, or `doctor` once the owner is dead and it has claimed the
 task, may change it."""

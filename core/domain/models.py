@@ -37,8 +37,12 @@ class TaskState(StrEnum):
     """Agent stopped, capacity released; worktree and branch kept for the operator."""
     DISCARDING = "discarding"
     """Removal is under way; the journal holds what is being removed."""
+    FINALIZING = "finalizing"
+    """Integration of the reviewed SHA into the target is under way; the journal holds each
+    step (the computed result, the move of the target)."""
     FINALIZED = "finalized"
-    """Integrated SHA-exactly into its target (terminal)."""
+    """Integrated SHA-exactly into its target, or published; retired once its worktree is
+    gone."""
     DISCARDED = "discarded"
     """Worktree (and branch, when laneboard created it) removed after a snapshot (terminal)."""
     FAILED = "failed"
@@ -49,6 +53,9 @@ class Disposition(StrEnum):
     """How a task left the board; set together with the retirement time."""
 
     FINALIZED = "finalized"
+    """Merged into its target branch here."""
+    PUBLISHED = "published"
+    """Pushed to a remote branch (and a pull request opened, when asked)."""
     DISCARDED = "discarded"
     FAILED = "failed"
 
@@ -114,7 +121,10 @@ class Task:
     tmux_window: str | None = None
     tmux_pane: str | None = None
     reviewed_sha: str | None = None
+    """The branch tip the operator reviewed (`review --mark`): the only commit finalize
+    integrates."""
     finalized_sha: str | None = None
+    """The reviewed SHA that was integrated or published."""
     disposition: Disposition | None = None
     retired_at: float | None = None
     owner_pid: int | None = None
@@ -130,6 +140,13 @@ class Task:
     agent_started_at: float | None = None
     tmux_server_pid: int | None = None
     """The tmux server's pid when the pane was made: a restarted server reuses pane ids."""
+    reviewed_at: float | None = None
+    target_old: str | None = None
+    """The target's tip before finalize moved it."""
+    target_new: str | None = None
+    """The target's tip finalize moved it to."""
+    pr_url: str | None = None
+    """The pull request publish opened or found."""
 
     @property
     def live(self) -> bool:

@@ -227,6 +227,8 @@ class Discard:
         self.intent_seq = intent.seq
         self.forced = bool(self.intent.get("force"))
         self.original = Path(self.task.worktree_path)
+        self.finalized = self.intent.get("from") == TaskState.FINALIZED.value
+        """The cleanup of a finalized task's worktree: it ends finalized either way."""
         recorded = self.intent.get("quarantine")
         self.quarantine = Path(recorded) if recorded else None
 
@@ -253,6 +255,16 @@ class Discard:
         else:
             self._remove_missing()
         self._delete_branch()
+        if self.finalized:
+            return self.ledger.update_task(
+                self.task.id,
+                actor=self.actor,
+                kind="task.cleaned",
+                state=TaskState.FINALIZED,
+                expect=TaskState.DISCARDING,
+                settled=True,
+                disposition=self.task.disposition,
+            )
         return self.ledger.update_task(
             self.task.id,
             actor=self.actor,
@@ -518,9 +530,11 @@ class Discard:
             self.task.id,
             actor=self.actor,
             kind="discard.stopped",
-            state=TaskState.RETAINED,
+            state=TaskState.FINALIZED if self.finalized else TaskState.RETAINED,
             data={"blockers": reasons},
             settled=True,
+            keep_live=True,
+            disposition=self.task.disposition,
             **fields,
         )
 

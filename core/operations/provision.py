@@ -61,10 +61,12 @@ def provision(
     base_ref: str,
     base_sha: str,
     actor: Actor,
+    target: str | None = None,
 ) -> Task:
     """Create task `name` with branch `<prefix>/<name>` and a worktree at `<area>/<name>`, both at
-    `base_sha` (what `base_ref` named when the caller resolved it). Every check that can refuse
-    runs before the first write.
+    `base_sha` (what `base_ref` named when the caller resolved it), to be integrated into
+    `target` (default: the repo's integration branch). Every check that can refuse runs before
+    the first write.
 
     `git worktree add` runs under a root-lane lease (it writes shared git metadata), so it waits
     for in-flight lane commands of the repo and holds back later ones (`ctx.on_wait` hears about
@@ -72,8 +74,7 @@ def provision(
     """
     branch = branch_for(ctx.settings.branch_prefix, name)
     refuse_live_name(ledger, ctx, name)
-    target = ctx.git.integration_branch(ctx.settings.target)
-    extra = {"target": target}
+    extra = {"target": target or ctx.git.integration_branch(ctx.settings.target)}
     return create(ctx, ledger, name, branch, base_ref, base_sha, base_sha, extra, actor)
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from laneboard.core.adapters.config import load_settings, state_dir
 from laneboard.core.adapters.db import default_path
-from laneboard.core.adapters.git import NotARepository, discover, resolve_at
+from laneboard.core.adapters.git import GitRepo, NotARepository, discover, resolve_at
 from laneboard.core.adapters.leases import Cancel, LeaseStore
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import NotRegistered, RepoContext
@@ -62,6 +62,24 @@ ID_PREFIX = 4
 
 class UnknownTask(LaneboardError):
     """No task of the repo has that name or id."""
+
+
+def target_branch(
+    git: GitRepo, configured: str | None, given: str | None, root: Path
+) -> str | None:
+    """The branch a new task integrates into: `given`, else the repo's integration branch
+    (config `target`, origin/HEAD's branch, the root's branch); refused when it names no local
+    branch. None: a detached root, no remote and nothing configured."""
+    branch = given or git.integration_branch(configured)
+    if branch is None:
+        return None
+    branch = branch.removeprefix("refs/heads/")
+    if git.branch_tip(branch) is None:
+        if not given and not configured:
+            return None  # an unborn root branch: no target yet, as before
+        source = "--target" if given else "config target"
+        raise LaneboardError(f"{source} {branch!r} is not a local branch of {root}")
+    return branch
 
 
 class Service(AgentCommands):
@@ -182,6 +200,7 @@ class Service(AgentCommands):
         name: str,
         *,
         base: str | None = None,
+        target: str | None = None,
         start: bool = False,
         agent: str | None = None,
         command: list[str] | None = None,
@@ -190,9 +209,11 @@ class Service(AgentCommands):
         on_output: OnOutput = None,
         cancel: Cancel | None = None,
     ) -> Outcome:
-        """Provision task `name` from `base` (default: HEAD of the checkout `where` is in, as
-        git means it), registering the repo if needed, but only once the name, base and agent
-        are valid: a refused `new` changes nothing. With `start`, its agent starts too (or the task
+        """Provision task `name` to be integrated into `target` (default: the repo's
+        integration branch, DESIGN.md section 7) from `base` (default: the target's tip, else
+        HEAD of the checkout `where` is in; a `base` is resolved as git run there means it),
+        registering the repo if needed, but only once the name, base, target and agent are
+        valid: a refused `new` changes nothing. With `start`, its agent starts too (or the task
         is queued when `agents.max_running` run already). `on_wait` hears when it waits for a
         lane, `on_output` receives the setup command's output as it comes."""
         from laneboard.core.operations import agents, provision
@@ -202,9 +223,14 @@ class Service(AgentCommands):
         branch_for(settings.branch_prefix, name)
         if start:
             agents.choose(settings, agent, command)  # refused before anything is created
+        target = target_branch(GitRepo(paths), settings.target, target, paths.root)
+        if base is None and target is not None:
+            base = f"refs/heads/{target}"
         base_sha = resolve_at(where, base or "HEAD")
         ctx = self._open(where, register=True, on_wait=on_wait, cancel=cancel, on_output=on_output)
-        task = provision.provision(ctx, self._ledger(), name, base or "HEAD", base_sha, self.actor)
+        task = provision.provision(
+            ctx, self._ledger(), name, base or "HEAD", base_sha, self.actor, target=target
+        )
         if not start:
             return Outcome(task, ctx.repo)
         try:

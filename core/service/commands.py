@@ -74,7 +74,19 @@ COMMANDS: tuple[Command, ...] = (
         "create a task: branch, worktree and its agent in a tmux pane",
         (
             Arg("name", "the new task's name"),
-            Arg("--base", "commit to start from (default: HEAD here)", "option", "REF"),
+            Arg(
+                "--base",
+                "commit to start from (default: the target's tip; HEAD means HEAD here)",
+                "option",
+                "REF",
+            ),
+            Arg(
+                "--target",
+                "the branch it will be integrated into (default: config target, else "
+                "origin/HEAD's branch, else the root's branch)",
+                "option",
+                "BRANCH",
+            ),
             *AGENT_ARGS,
             Arg("--no-start", "provision only; start no agent", "flag"),
         ),

@@ -22,6 +22,7 @@ from laneboard.core.domain.lanes import (
     Lease,
     LeaseKind,
     LeaseState,
+    INTEGRATION_LANE,
     Wait,
     WaitKind,
     admit,
@@ -36,6 +37,7 @@ class C:
     seq: int
     repo_id: int
     lane: str | None = None
+    parent: int | None = None
 
 
 def root(seq: int, repo: int = 1) -> C:
@@ -65,6 +67,26 @@ def wt(seq: int, lane: str, repo: int = 1) -> C:
 def test_conflicts_follow_the_lane_hierarchy(a: C, b: C, expected: bool) -> None:
     assert conflicts(a, b) is expected
     assert conflicts(b, a) is expected
+
+
+def test_integration_lane_conflicts_with_root_and_itself_only() -> None:
+    integration = wt(1, INTEGRATION_LANE)
+    assert conflicts(integration, root(2))
+    assert conflicts(integration, wt(2, INTEGRATION_LANE))
+    assert not conflicts(integration, wt(2, "a1b2c3d4e5f6"))
+    assert not conflicts(integration, wt(2, INTEGRATION_LANE, repo=2))
+
+
+def test_a_nested_root_lease_runs_inside_its_parent_but_waits_for_everything_else() -> None:
+    integration = wt(1, INTEGRATION_LANE)
+    lane_command = wt(2, "a1b2c3d4e5f6")
+    nested = C(3, 1, None, parent=1)
+    assert not conflicts(nested, integration)
+    assert admit([integration], [nested], slots=4).admit == (3,)
+    decision = admit([integration, lane_command], [nested], slots=4)
+    assert decision.waits[3] == Wait(WaitKind.CONFLICT, 2)
+    other_integration = wt(4, INTEGRATION_LANE)
+    assert admit([integration], [other_integration, nested], slots=4).admit == (3,)
 
 
 # --- scenarios ------------------------------------------------------------------------------

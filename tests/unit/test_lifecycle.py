@@ -37,5 +37,14 @@ def test_illegal_transitions_raise(current: TaskState, target: TaskState) -> Non
         check_transition(current, target)
 
 
-def test_terminal_states_are_exactly_the_retiring_ones() -> None:
-    assert {s for s in TaskState if is_terminal(s)} == set(DISPOSITION_OF)
+def test_terminal_states_retire_and_a_finalized_task_can_only_lose_its_worktree() -> None:
+    assert {s for s in TaskState if is_terminal(s)} == set(DISPOSITION_OF) - {TaskState.FINALIZED}
+    assert TRANSITIONS[TaskState.FINALIZED] == {TaskState.DISCARDING}
+
+
+def test_finalize_ends_finalized_or_back_in_review() -> None:
+    assert TRANSITIONS[TaskState.FINALIZING] == {TaskState.FINALIZED, TaskState.READY_FOR_REVIEW}
+    assert TaskState.FINALIZED not in {
+        target for state, targets in TRANSITIONS.items() if state is not TaskState.FINALIZING
+        for target in targets if state is not TaskState.DISCARDING
+    }
