@@ -456,6 +456,171 @@ def cmd_shims(args: argparse.Namespace) -> int:
     return 0
 
 
+def _page(text: str) -> None:
+    """Print `text`, through the pager when stdout is a terminal (a large diff pages)."""
+    import shlex
+    import subprocess
+
+    if not sys.stdout.isatty():
+        sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+        return
+    pager = shlex.split(os.environ.get("PAGER") or "less -R -F -X")
+    try:
+        subprocess.run(pager, input=text.encode(errors="surrogateescape"), check=False)
+    except OSError:
+        sys.stdout.write(text + "\n")
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    from laneboard.tui import output, reviews
+
+    service = _service()
+    if args.mark:
+        task, repo, seen = service.mark_reviewed(_where(args), args.name)
+        if not args.json:
+            print(f"{task.name}: reviewed {seen.tip}")
+            if seen.uncommitted or seen.untracked:
+                count = len(seen.uncommitted) + len(seen.untracked)
+                print(
+                    f"laneboard: warning: {count} uncommitted file(s) are not part of the "
+                    "review; finalize refuses them until they are committed",
+                    file=sys.stderr,
+                )
+    else:
+        task, repo, seen = service.review(_where(args), args.name)
+    wanted = (args.file,) if args.file else None
+    files = [f for f in seen.committed.files if wanted is None or f.path in wanted]
+    if args.file and not files:
+        raise LaneboardError(f"{task.name}: {args.file} is not among the changed files")
+    show = args.patch or bool(args.file)
+    if args.json:
+        patches: dict[str, str | None] | None = None
+        if show:
+            patches = {}
+            for change in files:
+                if reviews.patch_summary(change, seen.merge_base, seen.tip) is None:
+                    paths = (change.path, *((change.old_path,) if change.old_path else ()))
+                    raw = service.patch(repo.id, task.id, paths)
+                    patches[change.path] = raw.decode(errors="surrogateescape")
+                else:
+                    patches[change.path] = None
+        output.emit_json(reviews.review_document(task, repo, seen, patches))
+        return 0
+    if args.mark and not show:
+        return 0
+    parts = [] if args.file else [reviews.review_text(task, seen)]
+    if show:
+        shown: list[str] = []
+        for change in files:
+            summary = reviews.patch_summary(change, seen.merge_base, seen.tip)
+            if summary is not None:
+                parts.append(summary)
+            else:
+                shown += [change.path, *((change.old_path,) if change.old_path else ())]
+        if shown:
+            parts.append(
+                service.patch(repo.id, task.id, tuple(shown)).decode(errors="surrogateescape")
+            )
+    _page("\n".join(parts))
+    return 0
+
+
+def cmd_conflicts(args: argparse.Namespace) -> int:
+    from laneboard.tui import reviews
+
+    service = _service()
+    _, report = _here_or_all(args, service.conflicts)
+    if args.json:
+        from laneboard.tui import output
+
+        output.emit_json(reviews.conflicts_document(report))
+        return 0
+    targets = {
+        view.task.id: view.task.target
+        for repo, _ in report
+        for view in service.tasks(repo.id, facts=False)
+    }
+    print(reviews.conflicts_text(report, targets))
+    return 0
+
+
+def _finalize_one(
+    args: argparse.Namespace, service: Service, name: str | int, where: Path | int
+) -> Outcome:
+    return service.finalize(
+        where,
+        str(name),
+        into=args.into,
+        strategy=args.strategy,
+        on_wait=_print_wait,
+        on_output=_print_output,
+    )
+
+
+def _finalized_line(done: Outcome) -> str:
+    task = done.task
+    old, new = task.target_old or "", task.target_new or ""
+    moved = "already in it" if old == new else f"{old[:12]} -> {new[:12]}"
+    where = "worktree and branch removed" if not done.notes else "; ".join(done.notes)
+    return f"finalized {task.finalized_sha} into {task.target} ({moved}); {where}"
+
+
+def cmd_finalize(args: argparse.Namespace) -> int:
+    if args.all_ready == bool(args.name):
+        raise UsageError("name a task or give --all-ready")
+    if args.publish and (args.into or args.strategy or args.all_ready):
+        raise UsageError(
+            "--publish pushes the task's branch: --into, --strategy and --all-ready are for --merge"
+        )
+    if args.merge and (args.remote or args.pr or args.draft):
+        raise UsageError("--remote, --pr and --draft are for --publish")
+    service = _service()
+    where = _where(args)
+    if args.publish:
+        done, note = service.publish(
+            where, args.name, remote=args.remote, pr=args.pr, draft=args.draft
+        )
+        line = (
+            f"published {done.task.finalized_sha} to {args.remote or 'origin'} {done.task.branch}"
+        )
+        if done.task.pr_url:
+            line += f"; pull request {done.task.pr_url}"
+        result = _report(args, done, line)
+        if note:
+            print(f"laneboard: {note}", file=sys.stderr)
+        return result
+    if not args.all_ready:
+        done = _finalize_one(args, service, args.name, where)
+        return _report(args, done, _finalized_line(done))
+    ready = service.ready(where)
+    if not ready:
+        print("no reviewed task is ready (its branch still at the reviewed SHA)")
+        return 0
+    for i, task in enumerate(ready):
+        try:
+            done = _finalize_one(args, service, task.id, where)
+        except LaneboardError as err:
+            print(f"laneboard: {task.name}: {err}", file=sys.stderr)
+            rest = [t.name for t in ready[i + 1 :]]
+            if rest:
+                print(f"laneboard: not attempted: {', '.join(rest)}", file=sys.stderr)
+            return 1
+        print(f"{done.task.name}: {_finalized_line(done)}")
+    return 0
+
+
+def cmd_rebase(args: argparse.Namespace) -> int:
+    done, conflicts = _service().rebase(_where(args), args.name, on_wait=_print_wait)
+    if conflicts:
+        raise LaneboardError(
+            f"{done.task.name}: the rebase stopped with conflicts in {', '.join(conflicts)}; "
+            f"resolve them in {done.task.worktree_path} (`git rebase --continue`) or "
+            "`git rebase --abort` there"
+        )
+    tip = done.task.branch
+    return _report(args, done, f"rebased {tip} onto {done.task.target}")
+
+
 HANDLERS: dict[str, Handler] = {
     "init": cmd_init,
     "new": cmd_new,
@@ -478,9 +643,26 @@ HANDLERS: dict[str, Handler] = {
     "resume": cmd_resume,
     "signal": cmd_signal,
     "supervise": cmd_supervise,
+    "review": cmd_review,
+    "conflicts": cmd_conflicts,
+    "finalize": cmd_finalize,
+    "rebase": cmd_rebase,
 }
 CHANGES = frozenset(
-    {"init", "new", "start", "pause", "resume", "retain", "discard", "restore", "doctor", "verify"}
+    {
+        "init",
+        "new",
+        "start",
+        "pause",
+        "resume",
+        "retain",
+        "discard",
+        "restore",
+        "doctor",
+        "verify",
+        "finalize",
+        "rebase",
+    }
 )
 """Commands during which SIGTERM and SIGHUP unwind like Ctrl-C (rollback, lease release)."""
 

@@ -104,6 +104,17 @@ class AgentSettings:
 
 
 @value
+class FinalizeSettings:
+    strategy: Literal["merge", "squash", "rebase"] = "merge"
+    """How `finalize --merge` integrates: a merge commit (the reviewed SHA stays an ancestor of
+    the target), one squash commit, or the commits replayed onto the target."""
+    remote: str = "origin"
+    """The remote `finalize --publish` pushes to."""
+    network_timeout: float = 120.0
+    """Seconds a push, `ls-remote` or `gh` call may take."""
+
+
+@value
 class Settings:
     """Everything laneboard reads from configuration, merged from user and repo files."""
 
@@ -115,7 +126,9 @@ class Settings:
     cleanup: CleanupSettings = field(default_factory=CleanupSettings)
     agents: AgentSettings = field(default_factory=AgentSettings)
     gate: str | tuple[str, ...] | None = None
-    """The repo's check command, run before integration."""
+    """The repo's check command, run on the integration result in a scratch worktree before
+    the target moves (a string runs with `/bin/sh -c`)."""
+    finalize: FinalizeSettings = field(default_factory=FinalizeSettings)
     target: str | None = None
     """The branch tasks are integrated into; default: the branch `origin/HEAD` names, else the
     branch the root has checked out."""
@@ -267,6 +280,8 @@ def _problem(settings: Settings) -> str | None:
 
     if settings.agents.stop_grace < 0:
         return "agents.stop_grace: must not be negative"
+    if settings.finalize.network_timeout <= 0:
+        return "finalize.network_timeout: must be more than 0"
     for key in settings.env:
         if not _ENV_NAME.fullmatch(key):
             return f"env: {key!r} is not an environment variable name"

@@ -144,14 +144,45 @@ MIGRATIONS: Sequence[str] = (
     );
     """,
     # 7: review and finalize: the reviewed SHA's time, where integration moved the target,
-    # leases nested in a parent lease, and the caches of reviews and merges (keyed by commit
-    # ids, which never change what they name).
+    # leases nested in a parent lease and on lanes that are not a task's (the integration
+    # lane: the table is rebuilt without the lane's reference to tasks), and the caches of
+    # reviews and merges (keyed by commit ids, which never change what they name).
     """
     ALTER TABLE tasks ADD COLUMN reviewed_at REAL;
     ALTER TABLE tasks ADD COLUMN target_old TEXT;
     ALTER TABLE tasks ADD COLUMN target_new TEXT;
     ALTER TABLE tasks ADD COLUMN pr_url TEXT;
-    ALTER TABLE leases ADD COLUMN parent INTEGER;
+    CREATE TABLE leases_v7 (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        repo_id INTEGER NOT NULL REFERENCES repos(id),
+        lane TEXT,
+        kind TEXT NOT NULL,
+        state TEXT NOT NULL,
+        holder_pid INTEGER NOT NULL,
+        holder_start INTEGER NOT NULL,
+        command TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        admitted_at REAL,
+        released_at REAL,
+        release_reason TEXT,
+        child_pid INTEGER,
+        child_start INTEGER,
+        wake TEXT,
+        wait_reason TEXT,
+        admit_order INTEGER,
+        repo_cap INTEGER,
+        exit_code INTEGER,
+        pgid INTEGER,
+        sid INTEGER,
+        parent INTEGER
+    );
+    INSERT INTO leases_v7 SELECT seq, repo_id, lane, kind, state, holder_pid, holder_start,
+        command, created_at, admitted_at, released_at, release_reason, child_pid, child_start,
+        wake, wait_reason, admit_order, repo_cap, exit_code, pgid, sid, NULL FROM leases;
+    DROP TABLE leases;
+    ALTER TABLE leases_v7 RENAME TO leases;
+    CREATE INDEX leases_active ON leases(state) WHERE state != 'released';
+    CREATE INDEX leases_by_admission ON leases(admit_order) WHERE admit_order IS NOT NULL;
     CREATE TABLE merges (
         ours TEXT NOT NULL,
         theirs TEXT NOT NULL,

@@ -33,6 +33,14 @@ POINTS = (
     "discard.before_remove",
     "discard.after_worktree_remove",
     "discard.before_branch_delete",
+    "finalize.after_intent",
+    "finalize.after_result",
+    "finalize.after_scratch",
+    "finalize.after_gate",
+    "finalize.after_move",
+    "finalize.after_anchor",
+    "publish.after_intent",
+    "publish.after_push",
 )
 """Every point the code declares; `checkpoint` refuses names not listed here (a typo in a test
 would otherwise never fire and the test would pass vacuously)."""

@@ -404,9 +404,17 @@ def _journal(
     db: Connection, seq: int, repo_id: int, lane: str | None, kind: str, data: dict[str, Any]
 ) -> None:
     """A lease transition in the journal, in the same transaction as the transition: the board
-    follows tasks and lanes from one cursor."""
+    follows tasks and lanes from one cursor. A worktree lane's events are its task's; the
+    integration lane's are the repo's (with the lane named)."""
+    task = None if lane == lanes.INTEGRATION_LANE else lane
+    extra = {"lane": lane} if lane == lanes.INTEGRATION_LANE else {}
     journal(
-        db, task_id=lane, repo_id=repo_id, kind=kind, actor="lanes", data={"lease": seq, **data}
+        db,
+        task_id=task,
+        repo_id=repo_id,
+        kind=kind,
+        actor="lanes",
+        data={"lease": seq, **extra, **data},
     )
 
 

@@ -414,6 +414,42 @@ class Ledger:
         found = [e for e in self.events(task_id) if e.kind == kind]
         return found[-1] if found else None
 
+    # --- caches of what commit ids determine ------------------------------------------------
+
+    def cached_review(self, base: str, tip: str) -> dict[str, Any] | None:
+        row = self._db.execute(
+            "SELECT data FROM reviews WHERE base = ? AND tip = ?", (base, tip)
+        ).fetchone()
+        return None if row is None else dict(json.loads(row["data"]))
+
+    def cache_review(self, base: str, tip: str, data: dict[str, Any]) -> None:
+        """Keep what the commits from `base` to `tip` hold (the pair never changes it)."""
+        with self.transaction() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO reviews (base, tip, data) VALUES (?, ?, ?)",
+                (base, tip, json.dumps(data)),
+            )
+
+    def cached_merges(
+        self, pairs: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], tuple[bool, list[str]]]:
+        """The merges of `pairs` computed before: (ours, theirs) → (clean, conflicted files)."""
+        found: dict[tuple[str, str], tuple[bool, list[str]]] = {}
+        for ours, theirs in pairs:
+            row = self._db.execute(
+                "SELECT clean, files FROM merges WHERE ours = ? AND theirs = ?", (ours, theirs)
+            ).fetchone()
+            if row is not None:
+                found[ours, theirs] = (bool(row["clean"]), json.loads(row["files"]))
+        return found
+
+    def cache_merges(self, found: list[tuple[str, str, bool, list[str]]]) -> None:
+        with self.transaction() as db:
+            db.executemany(
+                "INSERT OR IGNORE INTO merges (ours, theirs, clean, files) VALUES (?, ?, ?, ?)",
+                [(a, b, int(clean), json.dumps(files)) for a, b, clean, files in found],
+            )
+
     # --- events --------------------------------------------------------------------------
 
     @staticmethod

@@ -26,9 +26,7 @@ TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
     S.RUNNING: frozenset({S.PAUSED, S.READY_FOR_REVIEW, S.RETAINED, S.DISCARDING, S.FINALIZING}),
     S.PAUSED: frozenset({S.RUNNING, S.QUEUED, S.RETAINED, S.DISCARDING, S.FINALIZING}),
     S.READY_FOR_REVIEW: frozenset({S.REVISING, S.FINALIZING, S.RETAINED, S.DISCARDING}),
-    S.REVISING: frozenset(
-        {S.RUNNING, S.READY_FOR_REVIEW, S.RETAINED, S.DISCARDING, S.FINALIZING}
-    ),
+    S.REVISING: frozenset({S.RUNNING, S.READY_FOR_REVIEW, S.RETAINED, S.DISCARDING, S.FINALIZING}),
     S.RETAINED: frozenset({S.QUEUED, S.RUNNING, S.DISCARDING, S.FINALIZING}),
     S.FINALIZING: frozenset({S.FINALIZED, S.READY_FOR_REVIEW}),
     # A removal that refused half-way (a blocker appeared) returns the task to retained, or to

@@ -311,24 +311,31 @@ def _initialized_submodules(worktree: Path, index: IndexListing) -> list[str]:
     return [path for path in index.gitlinks if os.path.lexists(worktree / path / ".git")]
 
 
-def branch_facts(ctx: RepoContext, task: Task, recorded_tip: str | None) -> BranchFacts:
-    """Whether the task's branch may be deleted: its tip now, where it is in use, whether its
-    commits are reachable from another ref (a snapshot or anchor counts)."""
-    ctx.git.refresh()
-    tip = ctx.git.branch_tip(task.branch)
-    in_use: list[str] = []
-    ref = f"refs/heads/{task.branch}"
-    for entry in worktree_list(ctx.root):
-        if entry.branch == task.branch:
-            in_use.append(f"checked out at {entry.path}")
+def branch_uses(ctx: RepoContext, branch: str) -> tuple[list[str], list[str]]:
+    """Where `branch` is in use: the worktrees that have it checked out (the root among them),
+    and the rebases and bisects working on it anywhere (git lists those worktrees as
+    detached)."""
+    ref = f"refs/heads/{branch}"
+    checkouts = [entry.path for entry in worktree_list(ctx.root) if entry.branch == branch]
+    busy: list[str] = []
     for gitdir in [ctx.common_dir, *sorted((ctx.common_dir / "worktrees").glob("*"))]:
         for marker in ("rebase-merge/head-name", "rebase-apply/head-name", "BISECT_START"):
             try:
                 content = (gitdir / marker).read_text(errors="replace").strip()
             except OSError:
                 continue
-            if content in (ref, task.branch):
-                in_use.append(f"{marker.split('/')[0].lower()} in {gitdir}")
+            if content in (ref, branch):
+                busy.append(f"{marker.split('/')[0].lower()} in {gitdir}")
+    return checkouts, busy
+
+
+def branch_facts(ctx: RepoContext, task: Task, recorded_tip: str | None) -> BranchFacts:
+    """Whether the task's branch may be deleted: its tip now, where it is in use, whether its
+    commits are reachable from another ref (a snapshot or anchor counts)."""
+    ctx.git.refresh()
+    tip = ctx.git.branch_tip(task.branch)
+    checkouts, busy = branch_uses(ctx, task.branch)
+    in_use = [f"checked out at {path}" for path in checkouts] + busy
     reachable = tip is None or not ctx.git.unique_commits([tip], exclude=task.branch)
     return BranchFacts(
         name=task.branch,

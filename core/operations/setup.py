@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from laneboard.core.adapters.config import state_dir
-from laneboard.core.adapters.leases import LEASE_ENV, Cancelled
+from laneboard.core.adapters.leases import LEASE_ENV, Cancelled, Held
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.process import find_command, start_gated, stop_group
 from laneboard.core.adapters.repo import RepoContext
@@ -50,73 +50,84 @@ def run_setup(
         ledger.append_event(task.id, ctx.repo.id, "setup.done", actor, {"command": None})
         return
     argv = ["/bin/sh", "-c", setup] if isinstance(setup, str) else list(setup)
+    log = log_path(task)
+    with ctx.lane(ledger, task.id, LeaseKind.SETUP, argv) as held:
+        ledger.append_event(
+            task.id, ctx.repo.id, "setup.started", actor, {"command": argv, "log": str(log)}
+        )
+        data = run_logged(ctx, task, held, argv, Path(task.worktree_path), log)
+    if data["exit_code"] != 0:
+        ledger.append_event(task.id, ctx.repo.id, "setup.failed", actor, data)
+        raise LaneboardError(f"setup command {failure(data)}")
+    ledger.append_event(task.id, ctx.repo.id, "setup.done", actor, data)
+
+
+def failure(data: dict[str, Any]) -> str:
+    """`exited with 1: <its last line> (whole output: <log>)`."""
+    lines = [line for line in data["output"].splitlines() if line.strip()]
+    return (
+        f"exited with {data['exit_code']}: {lines[-1] if lines else 'no output'} "
+        f"(whole output: {data['log']})"
+    )
+
+
+def run_logged(
+    ctx: RepoContext,
+    task: Task,
+    held: Held,
+    argv: list[str],
+    cwd: Path,
+    log: Path,
+    what: str = "setup command",
+) -> dict[str, Any]:
+    """Run `argv` in `cwd` as the command of `held` (a setup or a gate), its output going to
+    `log` and, as it comes, to `ctx.on_output`; stopped (its whole group) when `ctx.cancel` is
+    set or the caller is interrupted. Returns what the journal keeps: the command, exit code
+    (128+N for signal N), the output's tail and the log's path."""
     env = {
         **os.environ,
         **ctx.settings.env,
         "LANEBOARD_TASK": task.name,
         "LANEBOARD_TASK_ID": task.id,
-        "LANEBOARD_WORKTREE": task.worktree_path,
+        "LANEBOARD_WORKTREE": str(cwd),
         "LANEBOARD_ROOT": str(ctx.root),
+        LEASE_ENV: str(held.lease.seq),
     }
     executable = find_command(argv[0])
     if executable is None:
-        raise LaneboardError(f"setup command not found: {argv[0]}")
-    log = log_path(task)
+        raise LaneboardError(f"{what} not found: {argv[0]}")
     log.parent.mkdir(parents=True, exist_ok=True)
-    with (
-        ctx.lane(ledger, task.id, LeaseKind.SETUP, argv) as held,
-        open(log, "wb") as output,
-        open(log, "rb") as follow,
-    ):
-        ledger.append_event(
-            task.id, ctx.repo.id, "setup.started", actor, {"command": argv, "log": str(log)}
-        )
-        env[LEASE_ENV] = str(held.lease.seq)
+    with open(log, "wb") as output, open(log, "rb") as follow:
 
         def stream() -> None:
             if ctx.on_output is not None and (chunk := follow.read()):
                 ctx.on_output(chunk)
 
-        proc = start_gated(
-            executable,
-            argv,
-            Path(task.worktree_path),
-            env,
-            held.record_child,
-            output=output.fileno(),
-        )
+        proc = start_gated(executable, argv, cwd, env, held.record_child, output=output.fileno())
         try:
             while True:
                 stream()
                 if ctx.cancel is not None and ctx.cancel.cancelled:
-                    raise Cancelled(f"setup of {task.name} was cancelled")
+                    raise Cancelled(f"`{argv[-1]}` in {task.name} was cancelled")
                 try:
                     code = proc.wait(timeout=TICK_SECONDS)
                     break
                 except subprocess.TimeoutExpired:
                     continue
         except BaseException:
-            stop_group(proc)  # interrupted or cancelled: the setup goes too, then rollback
+            stop_group(proc)  # interrupted or cancelled: the command goes too
             raise
         stream()
-        code = code if code >= 0 else 128 - code
-        held.exit_code = code
+    code = code if code >= 0 else 128 - code
+    held.exit_code = code
     size = log.stat().st_size
     with open(log, "rb") as handle:
         handle.seek(max(0, size - JOURNAL_BYTES))
         tail = handle.read().decode(errors="replace")
-    data: dict[str, Any] = {
+    return {
         "command": argv,
         "exit_code": code,
         "output": tail,
         "output_truncated": size > JOURNAL_BYTES,
         "log": str(log),
     }
-    if code != 0:
-        ledger.append_event(task.id, ctx.repo.id, "setup.failed", actor, data)
-        lines = [line for line in tail.splitlines() if line.strip()]
-        raise LaneboardError(
-            f"setup command exited with {code}: {lines[-1] if lines else 'no output'} "
-            f"(whole output: {log})"
-        )
-    ledger.append_event(task.id, ctx.repo.id, "setup.done", actor, data)

@@ -49,6 +49,7 @@ from laneboard.core.domain.views import (
     TaskView,
 )
 from laneboard.core.service.agents import AgentCommands
+from laneboard.core.service.review import ReviewCommands
 
 __all__ = ["Cancel", "NotARepository", "NotRegistered", "RepoRef", "Service", "UnknownTask"]
 
@@ -82,7 +83,7 @@ def target_branch(
     return branch
 
 
-class Service(AgentCommands):
+class Service(AgentCommands, ReviewCommands):
     """laneboard's operations and reads over one ledger file.
 
     `actor` is written into the journal with every change (cli, tui, hook); `runtime` is the

@@ -237,6 +237,53 @@ COMMANDS: tuple[Command, ...] = (
         palette="Restore task",
     ),
     Command(
+        "review",
+        "show a task's commits, changed files and diffs since the merge base with its target",
+        (
+            TASK,
+            Arg("--patch", "also each file's diff (a binary or huge file is summarized)", "flag"),
+            Arg("--file", "only this file's diff (implies --patch)", "option", "PATH"),
+            Arg("--mark", "pin the branch tip now as the reviewed SHA (committed work)", "flag"),
+        ),
+        key="R",
+        palette="Review task",
+    ),
+    Command(
+        "conflicts",
+        "the conflict radar: which tasks conflict with their target or with each other",
+        palette="Conflict radar",
+    ),
+    Command(
+        "finalize",
+        "integrate the reviewed SHA: merge it into the target here, or publish it",
+        (
+            Arg("name", "the task (or --all-ready)", "optional-positional"),
+            Arg("--merge", "merge into the target branch here", "flag"),
+            Arg("--publish", "push to the remote branch (and open a pull request)", "flag"),
+            Arg("--into", "the target branch (default: the task's target)", "option", "BRANCH"),
+            Arg(
+                "--strategy",
+                "merge (a merge commit, default: config finalize.strategy), squash or rebase",
+                "option",
+                "HOW",
+            ),
+            Arg("--all-ready", "every reviewed task of the repo, in review order", "flag"),
+            Arg("--remote", "the remote to publish to (default: origin)", "option", "REMOTE"),
+            Arg("--pr", "open (or find) a pull request with gh", "flag"),
+            Arg("--draft", "open the pull request as a draft", "flag"),
+        ),
+        one_of=("--merge", "--publish"),
+        key="f",
+        palette="Finalize task",
+    ),
+    Command(
+        "rebase",
+        "rebase a task's branch onto its target in its own worktree (agent paused or idle)",
+        (TASK,),
+        key="b",
+        palette="Rebase onto target",
+    ),
+    Command(
         "exec",
         "run a command in a lane, waiting for admission",
         (

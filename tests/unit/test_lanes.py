@@ -18,11 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from laneboard.core.domain.lanes import (
+    INTEGRATION_LANE,
     Admission,
     Lease,
     LeaseKind,
     LeaseState,
-    INTEGRATION_LANE,
     Wait,
     WaitKind,
     admit,

@@ -45,6 +45,9 @@ def test_terminal_states_retire_and_a_finalized_task_can_only_lose_its_worktree(
 def test_finalize_ends_finalized_or_back_in_review() -> None:
     assert TRANSITIONS[TaskState.FINALIZING] == {TaskState.FINALIZED, TaskState.READY_FOR_REVIEW}
     assert TaskState.FINALIZED not in {
-        target for state, targets in TRANSITIONS.items() if state is not TaskState.FINALIZING
-        for target in targets if state is not TaskState.DISCARDING
+        target
+        for state, targets in TRANSITIONS.items()
+        if state is not TaskState.FINALIZING
+        for target in targets
+        if state is not TaskState.DISCARDING
     }

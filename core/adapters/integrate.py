@@ -1,0 +1,168 @@
+"""The git commands integration and publish run: commit creation without a checkout, the
+compare-and-swap of a ref, the fast-forward of a clean root, a rebase inside laneboard's own
+scratch worktree, and push / ls-remote with timeouts.
+
+Every command here runs with `core.hooksPath=/dev/null`: integration is the trusted side, and
+a hook (which an agent may have planted in `.git/hooks`) must not run inside it. Network
+commands run with a timeout and never prompt.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from laneboard.core.adapters.git import first_line, git_env, run_git
+from laneboard.core.domain.errors import GitError, LaneboardError
+
+NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
+ZERO = "0" * 40
+
+
+def _git(args: list[str], cwd: Path, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
+    return run_git([*NO_HOOKS, *args], cwd=cwd, read=False, **kwargs)  # type: ignore[arg-type]
+
+
+def identity(root: Path) -> tuple[str, str]:
+    """The user's git identity (name, email) as commits here would carry it: the committer
+    variables, else `user.name` / `user.email` from git's config. Refused when either is
+    missing: laneboard never invents one from the host name."""
+    env = os.environ
+
+    def config(key: str) -> str:
+        found = run_git(["config", "--get", key], cwd=root, check=False)
+        return found.stdout.decode(errors="replace").strip() if found.returncode == 0 else ""
+
+    name = env.get("GIT_COMMITTER_NAME") or config("user.name")
+    email = env.get("GIT_COMMITTER_EMAIL") or config("user.email")
+    if not name or not email:
+        raise LaneboardError(
+            "no git identity: laneboard commits as you; set `git config --global user.name "
+            '"Your Name"` and `git config --global user.email you@example.com`'
+        )
+    return name, email
+
+
+def _who(who: tuple[str, str], *, author: bool = True) -> dict[str, str]:
+    name, email = who
+    env = {"GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
+    if author:
+        env.update(GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email)
+    return env
+
+
+def commit_tree(
+    root: Path, tree: str, parents: list[str], message: str, who: tuple[str, str]
+) -> str:
+    """A new commit object of `tree` with `parents`, authored and committed by `who`; nothing
+    but the object is written."""
+    args = ["commit-tree", tree]
+    for parent in parents:
+        args += ["-p", parent]
+    made = _git(args, root, env=_who(who), input=message.encode())
+    return made.stdout.decode().strip()
+
+
+def tree_of(root: Path, commit: str) -> str:
+    return run_git(["rev-parse", f"{commit}^{{tree}}"], cwd=root).stdout.decode().strip()
+
+
+def update_ref(root: Path, ref: str, new: str, old: str, message: str) -> str | None:
+    """Move `ref` from `old` to `new` (`old` all zeros: create it) only if it is at `old` now,
+    atomically (git's compare-and-swap). None when it moved; else git's reason, and nothing
+    changed (the ref was not at `old`, or it is locked)."""
+    found = _git(["update-ref", "-m", message, ref, new, old], root, check=False)
+    return None if found.returncode == 0 else first_line(found.stderr)
+
+
+def root_dirty(root: Path) -> list[str]:
+    """The root's tracked paths with staged or unstaged changes, and unmerged ones (untracked
+    files do not stop a fast-forward unless it would overwrite them, which git refuses)."""
+    out = run_git(
+        ["status", "--porcelain=v1", "-z", "--untracked-files=no", "--no-renames"], cwd=root
+    ).stdout
+    return [
+        entry[3:].decode(errors="surrogateescape") for entry in out.split(b"\0") if len(entry) > 3
+    ]
+
+
+def fast_forward(root: Path, old: str, new: str) -> str | None:
+    """Fast-forward the root's checked-out branch from `old` to `new` (`merge --ff-only`, which
+    updates index and files with the ref). None on success, else git's reason; nothing moved
+    then (git checks before it writes)."""
+    head = run_git(["rev-parse", "HEAD"], cwd=root, check=False).stdout.decode().strip()
+    if head != old:
+        return f"the root's HEAD is {head[:12]}, not {old[:12]}"
+    found = _git(
+        ["merge", "--ff-only", "--no-stat", "--no-edit", "--no-autostash", new],
+        root,
+        check=False,
+    )
+    return None if found.returncode == 0 else first_line(found.stderr or found.stdout)
+
+
+def scratch_add(root: Path, path: Path, sha: str, reason: str) -> None:
+    """A detached worktree at `path` checking out `sha`, locked with `reason` (proof it is
+    laneboard's own integration worktree)."""
+    _git(["worktree", "add", "--detach", "--lock", "--reason", reason, str(path), sha], root)
+
+
+def scratch_remove(root: Path, path: Path) -> None:
+    """Remove laneboard's scratch worktree (its files are a checkout of an integration result
+    and what the gate built: nothing of anyone's). The caller verified it first."""
+    _git(["worktree", "remove", "--force", "--force", str(path)], root)
+
+
+def rebase_onto(worktree: Path, onto: str, upstream: str, tip: str, who: tuple[str, str]) -> str:
+    """Replay the commits `upstream..tip` onto `onto` in `worktree` (laneboard's scratch
+    worktree, detached), keeping each author and committing as `who`; the new tip. A conflict
+    aborts the rebase there (it is laneboard's own worktree) and raises with the files."""
+    found = _git(
+        ["rebase", "--no-autostash", "--no-autosquash", "--onto", onto, upstream, tip],
+        worktree,
+        env=_who(who, author=False),
+        check=False,
+    )
+    if found.returncode == 0:
+        return run_git(["rev-parse", "HEAD"], cwd=worktree).stdout.decode().strip()
+    files = run_git(["diff", "--name-only", "--diff-filter=U", "-z"], cwd=worktree, check=False)
+    names = [n.decode(errors="surrogateescape") for n in files.stdout.split(b"\0") if n]
+    _git(["rebase", "--abort"], worktree, check=False)
+    raise RebaseConflict(names, first_line(found.stderr or found.stdout))
+
+
+class RebaseConflict(GitError):
+    def __init__(self, files: list[str], line: str) -> None:
+        super().__init__(f"rebase conflicts: {', '.join(files) or line}")
+        self.files = files
+
+
+def network(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[bytes]:
+    """A git command that talks to a remote, with a timeout and no prompt. Raises `GitError`
+    on a timeout (the caller must look before retrying: the push may have landed)."""
+    try:
+        return subprocess.run(
+            ["git", *NO_HOOKS, *args],
+            cwd=cwd,
+            env=git_env(read=False),
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise GitError(f"git {args[0]} timed out after {timeout:g} s") from None
+
+
+def remote_ref(root: Path, remote: str, ref: str, timeout: float) -> str | None:
+    """The SHA `ref` has on `remote` now (None when it does not exist there)."""
+    found = network(["ls-remote", "--exit-code", remote, ref], root, timeout)
+    if found.returncode == 2:
+        return None
+    if found.returncode != 0:
+        raise GitError(f"git ls-remote {remote} failed: {first_line(found.stderr)}")
+    for line in found.stdout.decode().splitlines():
+        sha, _, name = line.partition("\t")
+        if name == ref:
+            return sha
+    return None

@@ -1,0 +1,574 @@
+"""Finalize by local merge (DESIGN.md section 7): integrate exactly the reviewed SHA into the
+task's target, serialized per repo, never touching a checkout but laneboard's own.
+
+Every refusal is decided before anything changes (`plan`). Then, in this order, each step
+journalled:
+
+1. the intent (reviewed SHA, target and its tip, strategy, scratch path) makes this process the
+   task's owner (`finalizing`);
+2. under the repo's integration lane (it conflicts with the root lane and other integrations
+   only, so task lane commands go on meanwhile): the result is computed against the target's
+   tip: a merge commit or a squash commit on the tree `git merge-tree --write-tree` gives (no
+   checkout), or a rebase replayed in a scratch worktree; a conflict stops here, target and
+   root untouched. The result (`finalize.result`) is journalled before anything can point at it;
+3. with a gate command, the result is checked out in the scratch worktree (detached, locked,
+   pinned and verified like a task's) and the gate runs there as the integration lease's
+   command; a failure stops here;
+4. under a root lease nested in the integration lease: the scratch worktree is removed, then
+   the target moves by compare-and-swap (`update-ref <new> <old>`), or, when the root has it
+   checked out, the clean root is fast-forwarded (`merge --ff-only`). A target that moved
+   meanwhile makes the whole computation run once more from its new tip, else it stops;
+5. the anchor `refs/laneboard/finalized/<task id>` keeps the reviewed SHA; the task is
+   `finalized` (its worktree is removed afterwards, by the cleanup policy, by the caller).
+
+A stop returns the task to `ready_for_review` with the reason journalled. `settle` finishes or
+undoes an interrupted finalize from the journal and the disk (`doctor --fix`): the target at the
+journalled result means it landed; anything else means it did not.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from laneboard.core.adapters import faults, history
+from laneboard.core.adapters.config import state_dir
+from laneboard.core.adapters.git import run_git
+from laneboard.core.adapters.integrate import (
+    ZERO,
+    RebaseConflict,
+    commit_tree,
+    fast_forward,
+    identity,
+    rebase_onto,
+    root_dirty,
+    scratch_add,
+    scratch_remove,
+    tree_of,
+    update_ref,
+)
+from laneboard.core.adapters.leases import Held
+from laneboard.core.adapters.ledger import Ledger
+from laneboard.core.adapters.repo import RepoContext
+from laneboard.core.adapters.verify import verify_worktree
+from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.identity import Identity
+from laneboard.core.domain.lanes import INTEGRATION_LANE, LeaseKind
+from laneboard.core.domain.lifecycle import check_transition
+from laneboard.core.domain.models import Actor, Task, TaskState
+from laneboard.core.domain.runtime import Runtime, agent_processes, pane_of
+from laneboard.core.domain.values import value
+from laneboard.core.operations.facts import branch_uses
+from laneboard.core.operations.provision import describe
+from laneboard.core.operations.setup import failure, run_logged
+
+STRATEGIES = ("merge", "squash", "rebase")
+SCRATCH_PREFIX = ".integrating-"
+"""laneboard's scratch worktree of an integration is `<area>/.integrating-<task id>`; no task
+name starts with a dot."""
+ANCHOR_PREFIX = "refs/laneboard/finalized/"
+
+
+class Stopped(LaneboardError):
+    """Finalize stopped before the target moved: target and root are as they were; the task is
+    back in `ready_for_review` with the reason journalled."""
+
+    def __init__(self, message: str, files: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.files = files
+
+
+def scratch_path(task: Task) -> Path:
+    return Path(task.area) / f"{SCRATCH_PREFIX}{task.id}"
+
+
+def scratch_reason(task: Task) -> str:
+    return f"laneboard: integration of task {task.id}"
+
+
+def anchor(task: Task) -> str:
+    return f"{ANCHOR_PREFIX}{task.id}"
+
+
+@value
+class Plan:
+    """What one finalize will do, checked before anything changes."""
+
+    task: Task
+    target: str
+    strategy: str
+    reviewed: str
+    into_root: bool
+    """The root has the target checked out: it is fast-forwarded instead of moving the ref."""
+    who: tuple[str, str]
+
+
+def plan(
+    ctx: RepoContext,
+    ledger: Ledger,
+    task: Task,
+    runtime: Runtime,
+    *,
+    into: str | None,
+    strategy: str,
+) -> Plan:
+    """Every refusal of finalize, before anything changes: not reviewed, the branch moved since
+    review, uncommitted work, an agent still running, no target, the target checked out in
+    another worktree or in a dirty root, no git identity."""
+    if strategy not in STRATEGIES:
+        raise LaneboardError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
+    reviewed = plan_publish(ctx, task)
+    running = agent_processes(runtime, pane_of(task))
+    if running:
+        raise LaneboardError(
+            f"{task.name}: its agent still runs ({', '.join(running)}); pause or retain it first"
+        )
+    target = (into or task.target or "").removeprefix("refs/heads/")
+    if not target:
+        raise LaneboardError(f"{task.name} has no target branch: give --into BRANCH")
+    if ctx.git.branch_tip(target) is None:
+        raise LaneboardError(f"target branch {target!r} does not exist in {ctx.root}")
+    if target == task.branch:
+        raise LaneboardError(f"{task.name}: cannot integrate branch {target} into itself")
+    into_root = checked_out_in_root(ctx, target)
+    if into_root:
+        refuse_dirty_root(ctx, target)
+    return Plan(task, target, strategy, reviewed, into_root, identity(ctx.root))
+
+
+def plan_publish(ctx: RepoContext, task: Task) -> str:
+    """The refusals both finalize paths share: the task must be reviewed, its branch still at
+    the reviewed SHA, and nothing in its worktree left uncommitted. Returns the reviewed SHA."""
+    check_transition(task.state, TaskState.FINALIZING)
+    if task.reviewed_sha is None:
+        raise LaneboardError(
+            f"{task.name} has not been reviewed: `laneboard review {task.name} --mark` pins the "
+            "commit finalize integrates"
+        )
+    ctx.git.refresh()
+    tip = ctx.git.branch_tip(task.branch)
+    if tip != task.reviewed_sha:
+        raise LaneboardError(
+            f"{task.name}: branch {task.branch} moved since review: reviewed "
+            f"{task.reviewed_sha}, now {tip or 'gone'}; review it again"
+        )
+    refuse_uncommitted(task)
+    return tip
+
+
+def refuse_uncommitted(task: Task) -> None:
+    """Finalize integrates committed work only: uncommitted or untracked files in the task's
+    worktree are refused until they are committed (or discarded)."""
+    if not Path(task.worktree_path).is_dir():
+        return
+    changed, untracked = history.pending(Path(task.worktree_path))
+    if changed or untracked:
+        paths = [p.path for p in changed] + list(untracked)
+        more = f" and {len(paths) - 3} more" if len(paths) > 3 else ""
+        raise LaneboardError(
+            f"{task.name} has uncommitted changes ({', '.join(paths[:3])}{more}); finalize "
+            "integrates the reviewed commit only: commit them (and review again) or remove them"
+        )
+
+
+def checked_out_in_root(ctx: RepoContext, target: str) -> bool:
+    """True when the root has `target` checked out; refused when another worktree has, or a
+    rebase or bisect works on it anywhere."""
+    checkouts, busy = branch_uses(ctx, target)
+    if busy:
+        raise LaneboardError(f"target branch {target} is in use: {busy[0]}")
+    root = os.path.realpath(ctx.root)
+    for path in checkouts:
+        if os.path.realpath(path) != root:
+            raise LaneboardError(
+                f"target branch {target} is checked out in the worktree {path}; laneboard "
+                "does not move a branch under another checkout (switch that worktree away first)"
+            )
+    return bool(checkouts)
+
+
+def refuse_dirty_root(ctx: RepoContext, target: str) -> None:
+    dirty = root_dirty(ctx.root)
+    if dirty:
+        shown = ", ".join(dirty[:3]) + (f" and {len(dirty) - 3} more" if len(dirty) > 3 else "")
+        raise LaneboardError(
+            f"the root {ctx.root} has {target} checked out with uncommitted changes ({shown}); "
+            "laneboard never stashes, resets or switches your checkout: commit or stash them"
+        )
+
+
+# --- the run -------------------------------------------------------------------------------
+
+
+def finalize(ctx: RepoContext, ledger: Ledger, chosen: Plan, actor: Actor) -> Task:
+    """Integrate `chosen.reviewed` into its target (see the module's steps). Returns the task
+    `finalized` (worktree still in place); raises `Stopped` with the task back in review."""
+    task = chosen.task
+    old = ctx.git.branch_tip(chosen.target)
+    task = ledger.update_task(
+        task.id,
+        actor=actor,
+        kind="finalize.intent",
+        state=TaskState.FINALIZING,
+        expect=task.state,
+        data={
+            "mode": "merge",
+            "reviewed": chosen.reviewed,
+            "target": chosen.target,
+            "target_old": old,
+            "strategy": chosen.strategy,
+            "into_root": chosen.into_root,
+            "scratch": str(scratch_path(task)),
+        },
+    )
+    faults.checkpoint("finalize.after_intent")
+    run = Integration(ctx, ledger, task, chosen, actor)
+    command = ["laneboard", "finalize", task.name, "--merge", "--into", chosen.target]
+    try:
+        with ctx.lane(ledger, INTEGRATION_LANE, LeaseKind.INTEGRATE, command) as held:
+            run.held = held
+            moved = run.attempts()
+    except Stopped as stop:
+        run.stop(stop)
+        raise
+    except BaseException as err:
+        # Interrupted or failed unexpectedly: the journal and the disk say whether it landed.
+        try:
+            settle(ctx, ledger, ledger.task(task.id), actor, reason=describe(err))
+        except LaneboardError as unsettled:
+            if isinstance(err, LaneboardError):
+                err.details.append(f"{unsettled} (`laneboard doctor --fix` finishes it)")
+        raise
+    return run.finish(moved)
+
+
+@value(frozen=False)
+class Integration:
+    """One finalize in progress, on the terms of its plan."""
+
+    ctx: RepoContext
+    ledger: Ledger
+    task: Task
+    chosen: Plan
+    actor: Actor
+    held: Held | None = None
+    pinned: Identity | None = None
+    """The scratch worktree's identity, once it exists."""
+
+    def _journal(self, kind: str, data: dict[str, Any]) -> None:
+        self.ledger.append_event(self.task.id, self.ctx.repo.id, kind, self.actor, data)
+
+    def attempts(self) -> tuple[str, str]:
+        """Compute, gate and move, once more from the new tip if the target moved meanwhile.
+        Returns the target's (old, new) tips."""
+        for attempt in (1, 2):
+            self.ctx.git.refresh()
+            old = self.ctx.git.branch_tip(self.chosen.target)
+            assert old is not None
+            new = self.compute(old)
+            self._journal("finalize.result", {"old": old, "new": new, "attempt": attempt})
+            faults.checkpoint("finalize.after_result")
+            if self.ctx.settings.gate:
+                self.gate(new)
+            if self.move(old, new):
+                return old, new
+            self._journal("finalize.target_moved", {"expected": old, "attempt": attempt})
+        raise Stopped(
+            f"target {self.chosen.target} moved twice while {self.task.name} was being "
+            "integrated; nothing was changed, finalize again"
+        )
+
+    # --- the result --------------------------------------------------------------------------
+
+    def compute(self, old: str) -> str:
+        """The commit the target will point at, built on `old`."""
+        root, reviewed = self.ctx.root, self.chosen.reviewed
+        if self.ctx.git.is_ancestor(reviewed, old):
+            return old  # already in the target: nothing to integrate
+        tree, check = history.merge(root, old, reviewed)
+        if tree is None:
+            if check.problem:
+                raise Stopped(f"{self.task.name} cannot be merged: {check.problem}")
+            raise Stopped(
+                f"{self.task.name} conflicts with {self.chosen.target} in "
+                f"{', '.join(check.files)}; target and root are untouched",
+                check.files,
+            )
+        strategy, who = self.chosen.strategy, self.chosen.who
+        if strategy == "merge":
+            message = (
+                f"Merge {self.task.branch} into {self.chosen.target}\n\n"
+                f"laneboard task {self.task.name} ({self.task.id}), reviewed {reviewed}\n"
+            )
+            return commit_tree(root, tree, [old, reviewed], message, who)
+        if strategy == "squash":
+            if tree == tree_of(root, old):
+                return old
+            base = history.merge_base(root, old, reviewed) or old
+            listed = history.commits(root, base, reviewed)
+            lines = "".join(f"  {c.sha[:12]} {c.subject}\n" for c in listed)
+            message = (
+                f"{self.task.name}: {listed[0].subject if len(listed) == 1 else 'squashed work'}"
+                f"\n\nSquash of {len(listed)} commits of {self.task.branch} (laneboard task "
+                f"{self.task.id}, reviewed {reviewed}):\n{lines}"
+            )
+            return commit_tree(root, tree, [old], message, who)
+        if self.ctx.git.is_ancestor(old, reviewed):
+            return reviewed  # a rebase onto its own base is the branch itself
+        base = history.merge_base(root, old, reviewed) or old
+        self.make_scratch(old)
+        try:
+            return rebase_onto(scratch_path(self.task), old, base, reviewed, who)
+        except RebaseConflict as conflict:
+            raise Stopped(
+                f"{self.task.name} conflicts with {self.chosen.target} when rebased, in "
+                f"{', '.join(conflict.files)}; target and root are untouched",
+                tuple(conflict.files),
+            ) from None
+
+    # --- the scratch worktree and the gate ------------------------------------------------------
+
+    def make_scratch(self, sha: str) -> None:
+        """laneboard's own detached worktree at `sha` (created under a root lease nested in the
+        integration lease: it writes shared git metadata), pinned like a task's."""
+        path = scratch_path(self.task)
+        if self.pinned is not None:
+            self.verified_scratch()
+            return
+        assert self.held is not None
+        with self.ctx.lane(
+            self.ledger,
+            None,
+            LeaseKind.INTEGRATE,
+            ["git", "worktree", "add", str(path)],
+            parent=self.held,
+        ):
+            if os.path.lexists(path):
+                raise Stopped(f"{path} already exists; laneboard never reuses a directory")
+            scratch_add(self.ctx.root, path, sha, scratch_reason(self.task))
+        seen = verify_worktree(
+            path,
+            area=Path(self.task.area),
+            common_dir=self.ctx.common_dir,
+            admin_name=None,
+            identity=None,
+        )
+        if not seen.ok or seen.identity is None:
+            raise Stopped(f"the scratch worktree {path} does not verify: {seen}")
+        self.pinned = seen.identity
+        self._journal(
+            "scratch.created",
+            {
+                "path": str(path),
+                "sha": sha,
+                "admin_name": seen.admin_name,
+                "identity": seen.identity.as_dict(),
+            },
+        )
+        faults.checkpoint("finalize.after_scratch")
+
+    def verified_scratch(self) -> Path:
+        path = scratch_path(self.task)
+        seen = verify_worktree(
+            path,
+            area=Path(self.task.area),
+            common_dir=self.ctx.common_dir,
+            admin_name=None,
+            identity=self.pinned,
+        )
+        if not seen.ok:
+            raise Stopped(f"the scratch worktree {path} changed under laneboard: {seen}")
+        return path
+
+    def gate(self, new: str) -> None:
+        """Run the gate command on the result, in the scratch worktree, as the integration
+        lease's command; a non-zero exit stops the finalize."""
+        gate = self.ctx.settings.gate
+        assert gate and self.held is not None
+        if self.pinned is None:
+            self.make_scratch(new)
+        else:
+            path = self.verified_scratch()
+            head = run_git(["rev-parse", "HEAD"], cwd=path).stdout.decode().strip()
+            if head != new:
+                run_git(["checkout", "--detach", "--quiet", new], cwd=path, read=False)
+        argv = ["/bin/sh", "-c", gate] if isinstance(gate, str) else list(gate)
+        log = state_dir() / "logs" / self.task.id / f"gate-{int(time.time())}.log"
+        self._journal("gate.started", {"command": argv, "sha": new, "log": str(log)})
+        data = run_logged(
+            self.ctx, self.task, self.held, argv, self.verified_scratch(), log, "gate command"
+        )
+        data["sha"] = new
+        faults.checkpoint("finalize.after_gate")
+        if data["exit_code"] != 0:
+            self._journal("gate.failed", data)
+            raise Stopped(f"{self.task.name}: the gate command {failure(data)}")
+        self._journal("gate.passed", data)
+
+    def remove_scratch(self) -> None:
+        """Remove the scratch worktree, only once it verifies as the one laneboard made."""
+        if self.pinned is None:
+            return
+        path = self.verified_scratch()
+        scratch_remove(self.ctx.root, path)
+        self.pinned = None
+        self._journal("scratch.removed", {"path": str(path)})
+
+    # --- moving the target -----------------------------------------------------------------------
+
+    def move(self, old: str, new: str) -> bool:
+        """Under a root lease nested in the integration lease: remove the scratch worktree and
+        move the target from `old` to `new`. False when the target is no longer at `old`."""
+        assert self.held is not None
+        target = self.chosen.target
+        with self.ctx.lane(
+            self.ledger,
+            None,
+            LeaseKind.INTEGRATE,
+            ["laneboard", "finalize", self.task.name, "--move", target],
+            parent=self.held,
+        ):
+            self.remove_scratch()
+            if new == old:
+                return True
+            try:
+                into_root = checked_out_in_root(self.ctx, target)
+                if into_root:
+                    refuse_dirty_root(self.ctx, target)
+            except LaneboardError as err:
+                raise Stopped(str(err)) from None
+            if into_root:
+                problem = fast_forward(self.ctx.root, old, new)
+                if problem is None:
+                    return True
+                self.ctx.git.refresh()
+                if self.ctx.git.branch_tip(target) != old:
+                    return False
+                raise Stopped(f"the root could not be fast-forwarded to the result: {problem}")
+            message = f"laneboard: finalize {self.task.name} ({self.task.id})"
+            problem = update_ref(self.ctx.root, f"refs/heads/{target}", new, old, message)
+            if problem is None:
+                return True
+            self.ctx.git.refresh()
+            if self.ctx.git.branch_tip(target) != old:
+                return False
+            raise Stopped(f"target {target} could not be moved: {problem}")
+
+    def finish(self, moved: tuple[str, str]) -> Task:
+        old, new = moved
+        self._journal("target.moved", {"target": self.chosen.target, "old": old, "new": new})
+        faults.checkpoint("finalize.after_move")
+        return land(self.ctx, self.ledger, self.task, self.actor, old, new)
+
+    def stop(self, stop: Stopped) -> None:
+        """Put things back after a stop: the scratch worktree goes, the task returns to
+        review with the reason (and conflicting files) journalled."""
+        try:
+            if self.pinned is not None and self.held is not None:
+                with self.ctx.lane(
+                    self.ledger,
+                    None,
+                    LeaseKind.INTEGRATE,
+                    ["git", "worktree", "remove"],
+                    parent=self.held,
+                ):
+                    self.remove_scratch()
+        except LaneboardError as err:
+            stop.details.append(f"the scratch worktree stays: {err} (`laneboard doctor --fix`)")
+            return
+        self.ledger.update_task(
+            self.task.id,
+            actor=self.actor,
+            kind="finalize.stopped",
+            state=TaskState.READY_FOR_REVIEW,
+            settled=True,
+            data={"reason": str(stop), "files": list(stop.files)},
+        )
+
+
+def land(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor, old: str, new: str) -> Task:
+    """The target is at `new`: keep the anchor and mark the task finalized (idempotent)."""
+    reviewed = task.reviewed_sha
+    assert reviewed is not None
+    ref = anchor(task)
+    if ctx.git.ref_target(ref) != reviewed:
+        problem = update_ref(ctx.root, ref, reviewed, ZERO, f"laneboard: finalized {task.id}")
+        if problem is not None:
+            raise LaneboardError(f"the anchor {ref} could not be written: {problem}")
+    faults.checkpoint("finalize.after_anchor")
+    return ledger.update_task(
+        task.id,
+        actor=actor,
+        kind="task.finalized",
+        state=TaskState.FINALIZED,
+        expect=TaskState.FINALIZING,
+        settled=True,
+        keep_live=True,
+        data={"anchor": ref, "target_old": old, "target_new": new},
+        finalized_sha=reviewed,
+        target_old=old,
+        target_new=new,
+    )
+
+
+# --- after a crash -------------------------------------------------------------------------------
+
+
+def settle(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor, *, reason: str) -> Task:
+    """Finish or undo a finalize that stopped half-way (this process owns the task): the scratch
+    worktree goes (only when it verifies as laneboard's), then, if the target is at the
+    journalled result, it landed and the task is finalized; otherwise it did not, and the task is
+    back in review. Must run where a root lease may be taken."""
+    intent = ledger.last_event(task.id, "finalize.intent")
+    if intent is None or intent.data.get("mode") != "merge":
+        raise LaneboardError(f"task {task.name} has no finalize intent in the journal")
+    scratch = next(
+        (e for e in reversed(ledger.events(task.id)) if e.kind == "scratch.created"), None
+    )
+    path = scratch_path(task)
+    if scratch is not None and scratch.seq > intent.seq and os.path.lexists(path):
+        pinned = Identity(**scratch.data["identity"])
+        seen = verify_worktree(
+            path,
+            area=Path(task.area),
+            common_dir=ctx.common_dir,
+            admin_name=None,
+            identity=pinned,
+        )
+        if not seen.ok:
+            raise LaneboardError(
+                f"the scratch worktree {path} does not verify ({seen}); left alone"
+            )
+        with ctx.lane(ledger, None, LeaseKind.INTEGRATE, ["git", "worktree", "remove", str(path)]):
+            scratch_remove(ctx.root, path)
+        ledger.append_event(task.id, ctx.repo.id, "scratch.removed", actor, {"path": str(path)})
+    results = [
+        e for e in ledger.events(task.id) if e.kind == "finalize.result" and e.seq > intent.seq
+    ]
+    ctx.git.refresh()
+    now = ctx.git.branch_tip(intent.data["target"])
+    for result in reversed(results):
+        if now == result.data["new"]:
+            ledger.append_event(
+                task.id,
+                ctx.repo.id,
+                "target.moved",
+                actor,
+                {
+                    "target": intent.data["target"],
+                    "old": result.data["old"],
+                    "new": result.data["new"],
+                    "found": True,
+                },
+            )
+            return land(ctx, ledger, task, actor, result.data["old"], result.data["new"])
+    return ledger.update_task(
+        task.id,
+        actor=actor,
+        kind="finalize.undone",
+        state=TaskState.READY_FOR_REVIEW,
+        settled=True,
+        data={"reason": reason, "target": intent.data["target"], "target_now": now},
+    )

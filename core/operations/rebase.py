@@ -1,0 +1,79 @@
+"""`laneboard rebase NAME`: replay the task's branch onto its target's tip, inside the task's own
+worktree and under its worktree lane (so no lane command runs there meanwhile).
+
+The agent must be paused, gone, or idle: a rebase under a working agent rewrites files it is
+editing. A conflict is left exactly where git stopped, for the operator or the agent to resolve
+(`git rebase --continue`) or abandon (`git rebase --abort`); laneboard never aborts it. The
+reviewed SHA is not moved: the branch changed, so finalize asks for a new review.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from laneboard.core.adapters.git import first_line, run_git
+from laneboard.core.adapters.integrate import NO_HOOKS, identity
+from laneboard.core.adapters.ledger import Ledger
+from laneboard.core.adapters.repo import RepoContext
+from laneboard.core.domain.agents import AgentState
+from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.lanes import LeaseKind
+from laneboard.core.domain.models import Actor, Task
+from laneboard.core.domain.runtime import Runtime, pane_of, pane_state
+from laneboard.core.operations import agents
+from laneboard.core.operations.facts import admin_dir, operations_in
+
+
+def rebase(
+    ctx: RepoContext, ledger: Ledger, task: Task, runtime: Runtime, actor: Actor
+) -> tuple[Task, tuple[str, ...]]:
+    """Rebase the task's branch onto its target. Returns the task and the conflicted files
+    (empty when the rebase finished)."""
+    if not task.target:
+        raise LaneboardError(f"{task.name} has no target branch to rebase onto")
+    onto = ctx.git.branch_tip(task.target)
+    if onto is None:
+        raise LaneboardError(f"target branch {task.target!r} does not exist in {ctx.root}")
+    seen = pane_state(runtime, pane_of(task))
+    if seen is not None and seen.alive:
+        state = agents.observe_all(lambda _task: ctx.settings, [task], runtime).get(task.id)
+        if state is None or state.state is not AgentState.IDLE:
+            doing = state.state.value if state is not None else "running"
+            raise LaneboardError(
+                f"{task.name}: its agent is {doing}; pause it or wait until it is idle"
+            )
+    identity(ctx.root)
+    worktree = Path(task.worktree_path)
+    argv = ["git", "rebase", "--no-autostash", "--no-autosquash", onto]
+    with ctx.lane(ledger, task.id, LeaseKind.REBASE, argv):
+        verdict = ctx.verify(task)
+        if not verdict.ok:
+            raise LaneboardError(f"{task.name}: refusing to rebase: {verdict}")
+        admin = admin_dir(ctx, task)
+        busy = operations_in(admin) if admin is not None else []
+        if busy:
+            raise LaneboardError(f"{task.name}: a {busy[0]} is in progress in {worktree}")
+        old = ctx.git.branch_tip(task.branch)
+        done = run_git([*NO_HOOKS, *argv[1:]], cwd=worktree, read=False, check=False)
+        in_progress = admin is not None and operations_in(admin)
+        if done.returncode != 0 and not in_progress:
+            raise LaneboardError(f"{task.name}: git rebase refused: {first_line(done.stderr)}")
+        if done.returncode != 0:
+            unmerged = run_git(["diff", "--name-only", "--diff-filter=U", "-z"], cwd=worktree)
+            files = tuple(
+                n.decode(errors="surrogateescape") for n in unmerged.stdout.split(b"\0") if n
+            )
+            ledger.append_event(
+                task.id,
+                ctx.repo.id,
+                "rebase.stopped",
+                actor,
+                {"onto": onto, "old": old, "files": list(files)},
+            )
+            return ledger.task(task.id), files or ("(see git status)",)
+    ctx.git.refresh()
+    new = ctx.git.branch_tip(task.branch)
+    ledger.append_event(
+        task.id, ctx.repo.id, "rebase.done", actor, {"onto": onto, "old": old, "new": new}
+    )
+    return ledger.task(task.id), ()

@@ -1,0 +1,167 @@
+"""How the CLI shows a review and the conflict radar: JSON documents (docs/cli.md) and text.
+
+Values only: the patch text is given, never read here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from laneboard.core.domain.models import Repo, Task
+from laneboard.core.domain.review import FileChange, Radar, Review
+from laneboard.tui.output import age, iso, schema
+
+LETTER = {
+    "added": "A",
+    "modified": "M",
+    "deleted": "D",
+    "renamed": "R",
+    "copied": "C",
+    "type-changed": "T",
+    "unmerged": "U",
+}
+
+
+def patch_summary(change: FileChange, base: str, tip: str) -> str | None:
+    """Why a file's diff is summarized instead of shown (binary, submodule, huge), else None."""
+    if change.submodule:
+        return f"submodule {change.path} changed (not shown)"
+    if change.binary:
+        return f"binary file {change.path} {change.change.value} (not shown)"
+    if change.huge:
+        lines = (change.added or 0) + (change.removed or 0)
+        return (
+            f"{change.path}: {lines} lines changed, too many to show here "
+            f"(git diff {base[:12]} {tip[:12]} -- {change.path})"
+        )
+    return None
+
+
+def review_document(
+    task: Task, repo: Repo, seen: Review, patches: dict[str, str | None] | None = None
+) -> dict[str, Any]:
+    """`review/1`: the task's commits, files (+/- counts as `git diff --numstat -M`), what is
+    uncommitted, and, with `--patch`, each file's diff (null when summarized)."""
+    files = []
+    for change in seen.committed.files:
+        entry = change.as_dict()
+        if patches is not None:
+            entry["patch"] = patches.get(change.path)
+            entry["summary"] = patch_summary(change, seen.merge_base, seen.tip)
+        files.append(entry)
+    return {
+        "schema": schema("review"),
+        "id": task.id,
+        "name": task.name,
+        "repo": repo.root,
+        "branch": task.branch,
+        "target": seen.target,
+        "target_sha": seen.target_sha,
+        "merge_base": seen.merge_base,
+        "tip": seen.tip,
+        "ahead": seen.ahead,
+        "behind": seen.behind,
+        "reviewed_sha": seen.reviewed_sha,
+        "reviewed_at": iso(seen.reviewed_at),
+        "reviewed_current": seen.reviewed_current,
+        "commits": [{**c.as_dict(), "at": iso(c.at)} for c in seen.committed.commits],
+        "files": files,
+        "added": sum(f.added or 0 for f in seen.committed.files),
+        "removed": sum(f.removed or 0 for f in seen.committed.files),
+        "uncommitted": [{"path": p.path, "code": p.code} for p in seen.uncommitted],
+        "untracked": list(seen.untracked),
+        "worktree_problem": seen.worktree_problem,
+    }
+
+
+def _file_line(change: FileChange) -> str:
+    letter = LETTER[change.change.value]
+    if change.similarity is not None:
+        letter += str(change.similarity)
+    counts = "bin" if change.binary else f"+{change.added or 0} -{change.removed or 0}"
+    if change.submodule:
+        counts = "submodule"
+    name = f"{change.old_path} -> {change.path}" if change.old_path else change.path
+    if change.mode_changed:
+        name += f" (mode {change.old_mode} -> {change.new_mode})"
+    return f"  {letter:<5}{counts:<14}{name}"
+
+
+def review_text(task: Task, seen: Review, now: float | None = None) -> str:
+    against = seen.target or "its base"
+    lines = [
+        f"{task.name} ({task.id}): {task.branch} -> {against}",
+        f"range:       {seen.merge_base[:12]}..{seen.tip[:12]} "
+        f"({seen.ahead} ahead, {seen.behind} behind {against})",
+    ]
+    if seen.reviewed_sha is None:
+        lines.append("reviewed:    not yet (`--mark` pins the tip)")
+    else:
+        when = f"{age(seen.reviewed_at, now)} ago" if seen.reviewed_at else ""
+        status = "the tip now" if seen.reviewed_current else "the branch moved since"
+        lines.append(f"reviewed:    {seen.reviewed_sha[:12]} {when} ({status})")
+    commits = seen.committed.commits
+    lines.append(f"commits:     {len(commits)}")
+    for c in commits:
+        lines.append(f"  {c.sha[:12]}  {c.subject}  ({c.author}, {age(c.at, now)} ago)")
+    files = seen.committed.files
+    added = sum(f.added or 0 for f in files)
+    removed = sum(f.removed or 0 for f in files)
+    lines.append(f"files:       {len(files)} changed, +{added} -{removed}")
+    lines += [_file_line(f) for f in files]
+    if seen.uncommitted or seen.untracked:
+        lines.append("not committed (not part of the review; finalize refuses it):")
+        lines += [f"  {p.code:<5}{p.path}" for p in seen.uncommitted]
+        lines += [f"  ??   {path}" for path in seen.untracked]
+    if seen.worktree_problem:
+        lines.append(f"worktree:    {seen.worktree_problem}")
+    return "\n".join(lines)
+
+
+def conflicts_document(report: list[tuple[Repo, Radar]]) -> dict[str, Any]:
+    """`conflicts/1`: per repo, each task against its target (`other` null) and each pair."""
+    return {
+        "schema": schema("conflicts"),
+        "repos": [
+            {
+                "repo": repo.root,
+                "overlaps": [
+                    {
+                        "task": o.task,
+                        "task_id": o.task_id,
+                        "other": o.other,
+                        "other_id": o.other_id,
+                        "against_target": o.other is None,
+                        "ours": o.ours,
+                        "theirs": o.theirs,
+                        "clean": o.check.clean,
+                        "files": list(o.check.files),
+                        "problem": o.check.problem,
+                    }
+                    for o in radar.overlaps
+                ],
+            }
+            for repo, radar in report
+        ],
+    }
+
+
+def conflicts_text(report: list[tuple[Repo, Radar]], targets: dict[str, str | None]) -> str:
+    """Conflicts first, then how many pairs merge cleanly."""
+    lines: list[str] = []
+    for repo, radar in report:
+        lines.append(repo.root)
+        clean = 0
+        for o in radar.overlaps:
+            if o.check.clean:
+                clean += 1
+                continue
+            other = o.other or f"target {targets.get(o.task_id) or '?'}"
+            why = o.check.problem or ", ".join(o.check.files)
+            lines.append(f"  {o.task} <-> {other}: conflict in {why}")
+        total = len(radar.overlaps)
+        if not total:
+            lines.append("  no tasks with commits to compare")
+        else:
+            lines.append(f"  {clean} of {total} merges clean")
+    return "\n".join(lines) if lines else "no repositories"
