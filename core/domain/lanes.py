@@ -165,10 +165,17 @@ def _first_reason(
     repo_cap: int | None,
     per_repo: dict[int, int],
 ) -> Wait | None:
-    """The reason `claim` must wait, in order of precedence, or None when it may start."""
+    """The reason `claim` must wait, in order of precedence, or None when it may start.
+
+    A claim nested in a running one of its holder (`parent`) is part of that lease, which was
+    admitted in its turn and holds a slot: it waits only for running conflicts. Queueing it
+    behind waiting leases (which may wait for its parent) or for a slot (its parent may hold
+    the last) would wait for itself."""
     blocker = _lowest_conflict(claim, started)
     if blocker is not None:
         return Wait(WaitKind.CONFLICT, blocker)
+    if claim.parent is not None and any(c.seq == claim.parent for c in started):
+        return None
     ahead = _lowest_conflict(claim, held)
     if ahead is not None:
         return Wait(WaitKind.BEHIND, ahead)

@@ -22,6 +22,7 @@ from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.domain.runtime import Runtime, pane_of, same_pane
 from laneboard.core.domain.views import Finding
 from laneboard.core.operations import discard as removal
+from laneboard.core.operations import finalize, publish
 from laneboard.core.operations.agents import unrecorded_panes
 from laneboard.core.operations.provision import (
     branch_message,
@@ -46,6 +47,8 @@ def diagnose(ctx: RepoContext, ledger: Ledger, *, fix: bool, runtime: Runtime) -
     tasks = ledger.tasks(ctx.repo.id)
     live_paths = {os.path.realpath(t.worktree_path) for t in tasks if t.live}
     for task in tasks:  # a discard in progress keeps its worktree under a quarantine name
+        if task.state is TaskState.FINALIZING:  # and a finalize its scratch worktree
+            live_paths.add(os.path.realpath(finalize.scratch_path(task)))
         if task.state is TaskState.DISCARDING:
             intent_event = ledger.last_event(task.id, "discard.intent")
             if intent_event is not None and intent_event.data.get("quarantine"):
@@ -178,6 +181,8 @@ def _task_findings(
         return [_interrupted_provisioning(ctx, ledger, task, entries, fix, actor)]
     if task.state is TaskState.DISCARDING:
         return [_interrupted_discard(ctx, ledger, task, fix, actor, runtime)]
+    if task.state is TaskState.FINALIZING:
+        return [_interrupted_finalize(ctx, ledger, task, fix, actor)]
     if task.live:
         return _live_task(ctx, task, entries)
     if _leftover(task, entries, live_paths):
@@ -250,6 +255,38 @@ def _interrupted_discard(
             "interrupted-discard", detail, task.name, task.id, fixed=f"not fixed: {reasons}"
         )
     return Finding("interrupted-discard", detail, task.name, task.id, fixed="finished")
+
+
+def _interrupted_finalize(
+    ctx: RepoContext, ledger: Ledger, task: Task, fix: bool, actor: Actor
+) -> Finding:
+    """A finalize or publish that stopped after its intent: `--fix` finishes it when the journal
+    and the refs show it landed (the target at the journalled result, the remote branch
+    verified), and otherwise returns the task to review; its scratch worktree is removed."""
+    if task.owner_pid is not None and procs.alive(task.owner_pid, task.owner_start):
+        return Finding(
+            "finalize-in-progress", f"process {task.owner_pid} is finalizing it", task.name, task.id
+        )
+    detail = "finalizing was interrupted; --fix finishes it if the target moved, else undoes it"
+    if not fix:
+        return Finding("interrupted-finalize", detail, task.name, task.id)
+    if not ledger.claim(task.id, task.owner_pid, task.owner_start):
+        return Finding("finalize-in-progress", "another process took it over", task.name, task.id)
+    task = ledger.task(task.id)
+    try:
+        publishing = ledger.last_event(task.id, "publish.intent")
+        merging = ledger.last_event(task.id, "finalize.intent")
+        if publishing is not None and (merging is None or publishing.seq > merging.seq):
+            done = publish.settle(ledger, task, actor)
+        else:
+            done = finalize.settle(ctx, ledger, task, actor, reason="interrupted (doctor --fix)")
+    except LaneboardError as err:
+        reasons = "; ".join([str(err), *err.details])
+        return Finding(
+            "interrupted-finalize", detail, task.name, task.id, fixed=f"not fixed: {reasons}"
+        )
+    outcome = "finished" if done.state is TaskState.FINALIZED else "undone: back in review"
+    return Finding("interrupted-finalize", detail, task.name, task.id, fixed=outcome)
 
 
 def _interrupted_provisioning(

@@ -528,8 +528,12 @@ def settle(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor, *, reason
         (e for e in reversed(ledger.events(task.id)) if e.kind == "scratch.created"), None
     )
     path = scratch_path(task)
-    if scratch is not None and scratch.seq > intent.seq and os.path.lexists(path):
-        pinned = Identity(**scratch.data["identity"])
+    if os.path.lexists(path):
+        # Pinned when the journal got that far; else (a crash right after `git worktree add`)
+        # it must carry this task's lock reason.
+        pinned = None
+        if scratch is not None and scratch.seq > intent.seq:
+            pinned = Identity(**scratch.data["identity"])
         seen = verify_worktree(
             path,
             area=Path(task.area),
@@ -537,9 +541,10 @@ def settle(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor, *, reason
             admin_name=None,
             identity=pinned,
         )
-        if not seen.ok:
+        lock = ctx.common_dir / "worktrees" / (seen.admin_name or "?") / "locked"
+        if not seen.ok or (pinned is None and _read(lock) != scratch_reason(task)):
             raise LaneboardError(
-                f"the scratch worktree {path} does not verify ({seen}); left alone"
+                f"{path} is not the scratch worktree laneboard made ({seen}); left alone"
             )
         with ctx.lane(ledger, None, LeaseKind.INTEGRATE, ["git", "worktree", "remove", str(path)]):
             scratch_remove(ctx.root, path)
@@ -572,3 +577,10 @@ def settle(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor, *, reason
         settled=True,
         data={"reason": reason, "target": intent.data["target"], "target_now": now},
     )
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(errors="replace").strip()
+    except OSError:
+        return None

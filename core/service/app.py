@@ -31,7 +31,7 @@ from laneboard.core.adapters.repo import NotRegistered, RepoContext
 from laneboard.core.adapters.verify import verify_worktree
 from laneboard.core.domain.cleanup import Blocker
 from laneboard.core.domain.errors import ConfigError, LaneboardError
-from laneboard.core.domain.lanes import Lease, LeaseState
+from laneboard.core.domain.lanes import INTEGRATION_LANE, Lease, LeaseState
 from laneboard.core.domain.models import Actor, Event, Repo, Task, TaskState
 from laneboard.core.domain.names import TASK_ID, branch_for
 from laneboard.core.domain.runtime import NoRuntime, Runtime
@@ -423,12 +423,12 @@ class Service(AgentCommands, ReviewCommands):
 
     def _lane_views(self, repo: Repo, active: list[Lease]) -> list[LaneView]:
         mine = [lease for lease in active if lease.repo_id == repo.id]
-        lanes: list[tuple[str | None, str]] = [(None, "root")]
+        lanes: list[tuple[str | None, str]] = [(None, "root"), (INTEGRATION_LANE, "integration")]
         lanes += [(t.id, t.name) for t in self._ledger().tasks(repo.id, include_retired=False)]
         return [
             LaneView(
                 label=label,
-                task_id=lane,
+                task_id=None if lane == INTEGRATION_LANE else lane,
                 running=tuple(x for x in mine if x.lane == lane and x.state is LeaseState.RUNNING),
                 waiting=tuple(x for x in mine if x.lane == lane and x.state is LeaseState.WAITING),
             )

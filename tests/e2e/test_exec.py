@@ -322,7 +322,7 @@ def test_lanes_shows_running_and_waiting_leases(board: Path, spawn, cli) -> None
     report = json.loads(cli("lanes", "--json").out)
     assert (report["slots"], report["used"], report["free"]) == (2, 1, 1)
     lanes = {lane["lane"]: lane for lane in report["repos"][0]["lanes"]}
-    assert list(lanes) == ["root", "a", "b"]
+    assert list(lanes) == ["root", "integration", "a", "b"]
     running = lanes["a"]["running"][0]
     assert running["seq"] == first
     assert running["command"][-1].endswith("agent.py")

@@ -89,6 +89,25 @@ def test_a_nested_root_lease_runs_inside_its_parent_but_waits_for_everything_els
     assert admit([integration], [other_integration, nested], slots=4).admit == (3,)
 
 
+def test_a_nested_lease_is_not_queued_behind_leases_that_wait_for_its_parent() -> None:
+    integration = wt(1, INTEGRATION_LANE)
+    second = wt(2, INTEGRATION_LANE)  # waits for the first integration
+    nested = C(3, 1, None, parent=1)  # the first integration's brief root lease
+    decision = admit([integration], [second, nested], slots=4)
+    assert decision.admit == (3,)
+    assert decision.waits[2] == Wait(WaitKind.CONFLICT, 1)
+
+
+def test_a_nested_lease_runs_in_its_parents_slot() -> None:
+    integration = wt(1, INTEGRATION_LANE)
+    assert admit([integration], [C(2, 1, None, parent=1)], slots=1).admit == (2,)
+    assert admit([integration], [C(2, 1, None, parent=1)], slots=1, repo_caps={1: 1}).admit == (2,)
+    # Without its parent running, it is an ordinary lease.
+    assert admit([wt(5, "x")], [C(2, 1, None, parent=1)], slots=1).waits[2] == Wait(
+        WaitKind.CONFLICT, 5
+    )
+
+
 # --- scenarios ------------------------------------------------------------------------------
 
 

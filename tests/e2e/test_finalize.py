@@ -1,0 +1,469 @@
+"""Finalize by local merge: exactly the reviewed SHA lands, by each strategy; every refusal
+changes nothing; the target moves only by compare-and-swap; the root is fast-forwarded only
+when clean; a crash at each step is finished or undone by `doctor --fix` with no scratch
+worktree left behind. Real git, real processes where a kill or a pause is needed."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git, is_ancestor
+from tests.procs import started
+
+
+def commit(worktree: Path, path: str, content: str, message: str) -> str:
+    (worktree / path).parent.mkdir(parents=True, exist_ok=True)
+    (worktree / path).write_text(content)
+    git(worktree, "add", "--", path)
+    git(worktree, "commit", "-q", "-m", message)
+    return git(worktree, "rev-parse", "HEAD")
+
+
+def show(cli, name: str) -> dict:  # type: ignore[no-untyped-def]
+    found = cli("show", name, "--json")
+    assert found.code == 0, found.err
+    return json.loads(found.out)
+
+
+def ready(cli, repo: Path, name: str, files: dict[str, str]) -> str:  # type: ignore[no-untyped-def]
+    """A task `name` with one commit writing `files`, marked reviewed; its reviewed SHA."""
+    assert cli("new", name, "--no-start").code == 0
+    worktree = repo / ".worktrees" / name
+    for path, content in files.items():
+        (worktree / path).parent.mkdir(parents=True, exist_ok=True)
+        (worktree / path).write_text(content)
+    git(worktree, "add", "-A")
+    git(worktree, "commit", "-q", "-m", f"{name} work")
+    marked = cli("review", name, "--mark")
+    assert marked.code == 0, marked.err
+    return git(worktree, "rev-parse", "HEAD")
+
+
+def refs_and_files(repo: Path) -> tuple[str, dict[str, bytes], str]:
+    """Every ref, every file of the root checkout (not .git) and the root's status."""
+    files = {}
+    for directory, dirs, names in os.walk(repo):
+        dirs[:] = [d for d in dirs if d not in (".git", ".worktrees")]
+        for name in names:
+            path = Path(directory) / name
+            files[str(path.relative_to(repo))] = path.read_bytes()
+    return (
+        git(repo, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads"),
+        files,
+        git(repo, "status", "--porcelain=v2", "--untracked-files=all"),
+    )
+
+
+def no_scratch(repo: Path) -> None:
+    area = repo / ".worktrees"
+    assert not [p for p in area.iterdir() if p.name.startswith(".integrating-")]
+    assert ".integrating-" not in git(repo, "worktree", "list", "--porcelain")
+
+
+# --- strategies -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ["merge", "squash", "rebase"])
+def test_each_strategy_lands_exactly_the_reviewed_content(repo: Path, cli, strategy: str) -> None:  # type: ignore[no-untyped-def]
+    reviewed = ready(cli, repo, "feat", {"src/feat.txt": "feature\n", "README.md": "hello\nfeat\n"})
+    other = commit(repo, "other.txt", "from main\n", "main moves on")
+    expected = git(repo, "merge-tree", "--write-tree", other, reviewed).splitlines()[0]
+
+    done = cli("finalize", "feat", "--merge", "--strategy", strategy)
+    assert done.code == 0, done.err
+    tip = git(repo, "rev-parse", "main")
+    assert git(repo, "rev-parse", f"{tip}^{{tree}}") == expected
+    assert git(repo, "status", "--porcelain") == ""  # the clean root was fast-forwarded
+    assert git(repo, "rev-parse", "HEAD") == tip
+    parents = git(repo, "rev-list", "--parents", "-n1", tip).split()[1:]
+    if strategy == "merge":
+        assert parents == [other, reviewed]
+    elif strategy == "squash":
+        assert parents == [other]
+        assert not is_ancestor(repo, reviewed, tip)
+    else:
+        assert is_ancestor(repo, other, tip) and not is_ancestor(repo, reviewed, tip)
+        assert git(repo, "log", "-1", "--format=%an %s", tip) == "Test Operator feat work"
+    task = show(cli, "feat")
+    assert (task["state"], task["finalized_sha"]) == ("finalized", reviewed)
+    assert (task["target_old"], task["target_new"]) == (other, tip)
+    assert git(repo, "rev-parse", f"refs/laneboard/finalized/{task['id']}") == reviewed
+    assert task["retired_at"] is not None  # worktree and branch went by the cleanup policy
+    assert not (repo / ".worktrees" / "feat").exists()
+    assert git(repo, "branch", "--list", "lb/feat") == ""
+    no_scratch(repo)
+
+
+def test_a_merge_commit_keeps_the_reviewed_sha_an_ancestor_even_when_it_could_fast_forward(
+    repo: Path, cli
+) -> None:  # type: ignore[no-untyped-def]
+    reviewed = ready(cli, repo, "ff", {"a.txt": "a\n"})
+    old = git(repo, "rev-parse", "main")
+    assert cli("finalize", "ff", "--merge").code == 0
+    tip = git(repo, "rev-parse", "main")
+    assert git(repo, "rev-list", "--parents", "-n1", tip).split()[1:] == [old, reviewed]
+    message = git(repo, "log", "-1", "--format=%B", tip)
+    assert "Merge lb/ff into main" in message and reviewed in message
+
+
+def test_commits_laneboard_makes_carry_the_users_identity(repo: Path, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    ready(cli, repo, "who", {"a.txt": "a\n"})
+    assert cli("finalize", "who", "--merge").code == 0
+    assert git(repo, "log", "-1", "--format=%an <%ae>|%cn <%ce>") == (
+        "Test Operator <operator@example.invalid>|Test Operator <operator@example.invalid>"
+    )
+
+
+def test_no_git_identity_is_refused_before_anything_changes(
+    repo: Path, cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    ready(cli, repo, "anon", {"a.txt": "a\n"})
+    bare = tmp_path / "no-identity.gitconfig"
+    bare.write_text("[init]\n\tdefaultBranch = main\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(bare))
+    monkeypatch.setenv("EMAIL", "")
+    before = refs_and_files(repo)
+    refused = cli("finalize", "anon", "--merge")
+    assert refused.code == 1
+    assert "no git identity" in refused.err and "user.email" in refused.err
+    assert refs_and_files(repo) == before
+    assert show(cli, "anon")["state"] == "provisioned"
+
+
+# --- refusals that change nothing -------------------------------------------------------------
+
+
+def test_unreviewed_task_is_refused(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    assert cli("new", "raw", "--no-start").code == 0
+    commit(repo / ".worktrees" / "raw", "a.txt", "a\n", "work")
+    refused = cli("finalize", "raw", "--merge")
+    assert refused.code == 1 and "has not been reviewed" in refused.err
+
+
+def test_branch_moved_after_review_is_refused_naming_both_shas(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    reviewed = ready(cli, repo, "moved", {"a.txt": "a\n"})
+    later = commit(repo / ".worktrees" / "moved", "b.txt", "b\n", "after review")
+    before = refs_and_files(repo)
+    refused = cli("finalize", "moved", "--merge")
+    assert refused.code == 1
+    assert reviewed in refused.err and later in refused.err and "moved since review" in refused.err
+    assert refs_and_files(repo) == before
+
+
+@pytest.mark.parametrize("kind", ["modified", "staged", "untracked"])
+def test_uncommitted_work_is_refused_until_committed(repo: Path, cli, kind: str) -> None:  # type: ignore[no-untyped-def]
+    ready(cli, repo, "dirty", {"a.txt": "a\n"})
+    worktree = repo / ".worktrees" / "dirty"
+    if kind == "untracked":
+        (worktree / "new.txt").write_text("not committed\n")
+    else:
+        (worktree / "a.txt").write_text("changed\n")
+        if kind == "staged":
+            git(worktree, "add", "a.txt")
+    before = refs_and_files(repo)
+    refused = cli("finalize", "dirty", "--merge")
+    assert refused.code == 1 and "uncommitted changes" in refused.err
+    assert refs_and_files(repo) == before
+
+
+def test_review_mark_warns_about_uncommitted_changes(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    assert cli("new", "warn", "--no-start").code == 0
+    worktree = repo / ".worktrees" / "warn"
+    tip = commit(worktree, "a.txt", "a\n", "work")
+    (worktree / "loose.txt").write_text("x\n")
+    marked = cli("review", "warn", "--mark")
+    assert marked.code == 0 and "warning: 1 uncommitted" in marked.err
+    assert show(cli, "warn")["reviewed_sha"] == tip
+
+
+def test_dirty_root_with_the_target_checked_out_is_refused(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    ready(cli, repo, "t", {"a.txt": "a\n"})
+    (repo / "README.md").write_text("the user's edit\n")
+    before = refs_and_files(repo)
+    refused = cli("finalize", "t", "--merge")
+    assert refused.code == 1
+    assert "uncommitted changes (README.md)" in refused.err and "never stashes" in refused.err
+    assert refs_and_files(repo) == before
+
+
+def test_untracked_files_the_fast_forward_would_overwrite_stop_it_untouched(
+    repo: Path, cli
+) -> None:  # type: ignore[no-untyped-def]
+    ready(cli, repo, "t", {"new.txt": "from the task\n"})
+    (repo / "new.txt").write_text("the user's own file\n")
+    before = refs_and_files(repo)
+    refused = cli("finalize", "t", "--merge")
+    assert refused.code == 1 and "fast-forwarded" in refused.err
+    assert refs_and_files(repo) == before
+    assert (repo / "new.txt").read_text() == "the user's own file\n"
+    assert show(cli, "t")["state"] == "ready_for_review"
+    no_scratch(repo)
+
+
+def test_target_checked_out_in_another_worktree_is_refused_naming_it(
+    repo: Path, cli, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    git(repo, "branch", "release")
+    elsewhere = tmp_path / "release-checkout"
+    git(repo, "worktree", "add", "-q", str(elsewhere), "release")
+    ready(cli, repo, "t", {"a.txt": "a\n"})
+    before = refs_and_files(repo)
+    refused = cli("finalize", "t", "--merge", "--into", "release")
+    assert refused.code == 1 and str(elsewhere) in refused.err
+    assert refs_and_files(repo) == before
+
+
+def test_target_not_checked_out_moves_by_ref_and_leaves_the_root_alone(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    git(repo, "branch", "release")
+    reviewed = ready(cli, repo, "t", {"a.txt": "a\n"})
+    (repo / "README.md").write_text("the user's edit on main\n")
+    done = cli("finalize", "t", "--merge", "--into", "release")
+    assert done.code == 0, done.err
+    assert is_ancestor(repo, reviewed, "release")
+    assert (repo / "README.md").read_text() == "the user's edit on main\n"
+    assert not (repo / "a.txt").exists()
+
+
+def test_a_conflict_leaves_target_and_root_byte_identical(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    ready(cli, repo, "clash", {"README.md": "the task's line\n"})
+    commit(repo, "README.md", "main's line\n", "main edits README")
+    before = refs_and_files(repo)
+    objects = git(repo, "count-objects", "-v")
+    refused = cli("finalize", "clash", "--merge")
+    assert refused.code == 1 and "conflicts with main in README.md" in refused.err
+    assert refs_and_files(repo) == before
+    assert show(cli, "clash")["state"] == "ready_for_review"
+    events = json.loads(cli("log", "clash", "--json").out)["events"]
+    stopped = [e for e in events if e["kind"] == "finalize.stopped"]
+    assert stopped and stopped[-1]["data"]["files"] == ["README.md"]
+    assert objects  # merge-tree may write objects; nothing else
+    no_scratch(repo)
+
+
+# --- the gate ---------------------------------------------------------------------------------
+
+
+def test_gate_runs_on_the_result_in_a_scratch_worktree_and_a_failure_changes_nothing(
+    repo: Path, cli
+) -> None:  # type: ignore[no-untyped-def]
+    (repo / ".laneboard.toml").write_text(
+        "gate = 'test -f feature.txt && test -f main.txt && echo checked $(pwd) && exit 4'\n"
+    )
+    ready(cli, repo, "g", {"feature.txt": "f\n"})
+    commit(repo, "main.txt", "m\n", "main moves")
+    before = refs_and_files(repo)
+    refused = cli("finalize", "g", "--merge")
+    assert refused.code == 1 and "gate command exited with 4" in refused.err
+    assert refs_and_files(repo) == before
+    events = json.loads(cli("log", "g", "--json").out)["events"]
+    failed = next(e for e in events if e["kind"] == "gate.failed")["data"]
+    assert failed["exit_code"] == 4
+    assert ".worktrees/.integrating-" in failed["output"]  # it ran on the merged result there
+    no_scratch(repo)
+
+    (repo / ".laneboard.toml").write_text("gate = 'test -f feature.txt && test -f main.txt'\n")
+    assert cli("finalize", "g", "--merge").code == 0
+    assert (repo / "feature.txt").exists()
+    no_scratch(repo)
+
+
+def test_target_moved_during_the_gate_is_caught_and_recomputed_once(repo: Path, cli, pause) -> None:  # type: ignore[no-untyped-def]
+    (repo / ".laneboard.toml").write_text("gate = 'true'\n")
+    reviewed = ready(cli, repo, "race", {"feature.txt": "f\n"})
+    held = pause("finalize.after_gate")
+    proc = started(["finalize", "race", "--merge"], repo, held.env)
+    held.reached()
+    users = commit(repo, "user.txt", "the user's commit\n", "user commits meanwhile")
+    held.go()
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    tip = git(repo, "rev-parse", "main")
+    assert is_ancestor(repo, users, tip) and is_ancestor(repo, reviewed, tip)
+    events = [e["kind"] for e in json.loads(cli("log", "race", "--json").out)["events"]]
+    assert events.count("finalize.result") == 2 and "finalize.target_moved" in events
+    assert events.count("gate.passed") == 2  # the new result was gated too
+
+
+def test_a_target_that_keeps_moving_is_never_overwritten(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    git(repo, "branch", "release")
+    # The gate moves the target each time it runs: both attempts must lose the race.
+    (repo / ".laneboard.toml").write_text(
+        'gate = \'git -C "$LANEBOARD_ROOT" update-ref refs/heads/release '
+        '$(git -C "$LANEBOARD_ROOT" commit-tree -p release -m other release^{tree})\'\n'
+    )
+    ready(cli, repo, "t", {"a.txt": "a\n"})
+    refused = cli("finalize", "t", "--merge", "--into", "release")
+    assert refused.code == 1 and "moved twice" in refused.err
+    tip = git(repo, "rev-parse", "release")
+    assert git(repo, "log", "-1", "--format=%s", tip) == "other"  # the other writer's, kept
+    assert git(repo, "rev-list", "--count", "release") == "3"
+    assert show(cli, "t")["state"] == "ready_for_review"
+    no_scratch(repo)
+
+
+# --- serialization ------------------------------------------------------------------------------
+
+
+def test_two_finalizes_are_serialized_while_a_task_lane_runs_beside_the_gate(
+    repo: Path, cli, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    for name in ("a", "b"):
+        os.mkfifo(gates / name)
+    log = tmp_path / "gate.log"
+    (repo / ".laneboard.toml").write_text(
+        f"gate = 'echo start $LANEBOARD_TASK >> {log}; cat {gates}/$LANEBOARD_TASK; "
+        f"echo end $LANEBOARD_TASK >> {log}'\n"
+    )
+    ready(cli, repo, "a", {"a.txt": "a\n"})
+    ready(cli, repo, "b", {"b.txt": "b\n"})
+    assert cli("new", "c", "--no-start").code == 0
+
+    first = started(["finalize", "a", "--merge"], repo, {})
+    wait_for(lambda: log.exists() and "start a" in log.read_text())
+    second = started(["finalize", "b", "--merge"], repo, {})
+    wait_for(lambda: _waiting_integrations(cli) == 1)
+    # A task's lane is free while the gate runs: a lane command gets in at once.
+    lane = cli("exec", "--lane", "c", "--timeout", "20", "--", "true")
+    assert lane.code == 0, lane.err
+    assert log.read_text() == "start a\n"
+    with open(gates / "a", "w") as go:
+        go.write("go\n")
+    wait_for(lambda: "start b" in log.read_text())
+    with open(gates / "b", "w") as go:
+        go.write("go\n")
+    for proc in (first, second):
+        _out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    assert log.read_text() == "start a\nend a\nstart b\nend b\n"
+    merges = git(repo, "log", "--merges", "--format=%s", "main").splitlines()
+    assert merges == ["Merge lb/b into main", "Merge lb/a into main"]
+
+
+def _waiting_integrations(cli) -> int:  # type: ignore[no-untyped-def]
+    lanes = json.loads(cli("lanes", "--json").out)
+    return sum(
+        1
+        for repo in lanes["repos"]
+        for lane in repo["lanes"]
+        for lease in lane["waiting"]
+        if lease["kind"] == "integrate"
+    )
+
+
+def wait_for(condition, deadline: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    end = time.monotonic() + deadline
+    while not condition():
+        assert time.monotonic() < end, "condition not reached"
+        time.sleep(0.05)
+
+
+# --- --all-ready ------------------------------------------------------------------------------
+
+
+def test_all_ready_integrates_in_review_order_and_stops_at_the_first_conflict(
+    repo: Path, cli
+) -> None:  # type: ignore[no-untyped-def]
+    first = ready(cli, repo, "first", {"README.md": "first's line\n"})
+    ready(cli, repo, "second", {"README.md": "second's line\n"})
+    ready(cli, repo, "third", {"third.txt": "3\n"})
+    done = cli("finalize", "--all-ready", "--merge")
+    assert done.code == 1
+    assert "first: finalized" in done.out
+    assert "second: second conflicts with main in README.md" in done.err
+    assert "not attempted: third" in done.err
+    assert is_ancestor(repo, first, "main")
+    assert show(cli, "third")["state"] == "provisioned"  # as it was
+    assert show(cli, "third")["finalized_sha"] is None
+
+
+# --- crash at each step -------------------------------------------------------------------------
+
+FINALIZE_POINTS = [
+    ("finalize.after_intent", "undone"),
+    ("finalize.after_result", "undone"),
+    ("finalize.after_scratch", "undone"),
+    ("finalize.after_gate", "undone"),
+    ("finalize.after_move", "finished"),
+    ("finalize.after_anchor", "finished"),
+]
+
+
+@pytest.mark.parametrize(("point", "outcome"), FINALIZE_POINTS)
+def test_crash_at_each_step_then_doctor_fix_finishes_or_undoes_exactly(
+    repo: Path, cli, point: str, outcome: str
+) -> None:  # type: ignore[no-untyped-def]
+    (repo / ".laneboard.toml").write_text("gate = 'true'\n")
+    reviewed = ready(cli, repo, "c", {"c.txt": "c\n"})
+    old = git(repo, "rev-parse", "main")
+    crashed = cli("finalize", "c", "--merge", env={"LANEBOARD_FAULT": point})
+    assert crashed.code == -9, crashed.err
+    assert show(cli, "c")["state"] == "finalizing"
+    report = json.loads(cli("doctor", "--json").out)["findings"]
+    assert ("interrupted-finalize", "c") in {(f["kind"], f["task"]) for f in report}
+    assert not [f for f in report if f["kind"] in ("unowned-worktree", "unregistered-dir")]
+
+    fixed = json.loads(cli("doctor", "--fix", "--json").out)["findings"]
+    said = [f["fixed"] for f in fixed if f["task"] == "c"]
+    task = show(cli, "c")
+    no_scratch(repo)
+    if outcome == "finished":
+        assert said == ["finished"]
+        assert task["state"] == "finalized" and task["finalized_sha"] == reviewed
+        assert git(repo, "rev-parse", "main") == task["target_new"] != old
+        assert git(repo, "rev-parse", f"refs/laneboard/finalized/{task['id']}") == reviewed
+        assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+        # Its worktree is still there (nothing removed it yet): a discard ends it, finalized.
+        gone = cli("discard", "c")
+        assert gone.code == 0, gone.err
+        assert show(cli, "c")["state"] == "finalized"
+    else:
+        assert said == ["undone: back in review"]
+        assert task["state"] == "ready_for_review"
+        assert git(repo, "rev-parse", "main") == old
+        assert cli("finalize", "c", "--merge").code == 0  # and it can be finalized again
+
+
+# --- rebase -------------------------------------------------------------------------------------
+
+
+def test_rebase_replays_the_branch_onto_its_target_in_its_worktree(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    ready(cli, repo, "r", {"r.txt": "r\n"})
+    main = commit(repo, "main.txt", "m\n", "main moves")
+    done = cli("rebase", "r")
+    assert done.code == 0, done.err
+    worktree = repo / ".worktrees" / "r"
+    assert git(worktree, "rev-parse", "HEAD~1") == main
+    assert (worktree / "main.txt").exists()
+    refused = cli("finalize", "r", "--merge")  # the branch moved: review it again
+    assert refused.code == 1 and "moved since review" in refused.err
+
+
+def test_a_rebase_conflict_is_left_in_place_for_the_operator(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    ready(cli, repo, "r", {"README.md": "the task's\n"})
+    commit(repo, "README.md", "main's\n", "main edits")
+    stopped = cli("rebase", "r")
+    assert stopped.code == 1 and "conflicts in README.md" in stopped.err
+    assert "git rebase --continue" in stopped.err
+    worktree = repo / ".worktrees" / "r"
+    assert "rebase in progress" in git(worktree, "status")
+    assert "<<<<<<<" in (worktree / "README.md").read_text()
+
+
+def test_gate_output_log_is_kept(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    (repo / ".laneboard.toml").write_text("gate = 'echo gate-ran'\n")
+    ready(cli, repo, "l", {"l.txt": "l\n"})
+    assert cli("finalize", "l", "--merge").code == 0
+    events = json.loads(cli("log", "l", "--json").out)["events"]
+    passed = next(e for e in events if e["kind"] == "gate.passed")["data"]
+    assert passed["exit_code"] == 0 and "gate-ran" in passed["output"]
+    assert Path(passed["log"]).read_text() == "gate-ran\n"
+    assert stat.S_ISREG(Path(passed["log"]).stat().st_mode)
