@@ -281,6 +281,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
         [
             v.task.name,
             v.task.state.value,
+            v.task.target or "",
             output.git_text(v.git),
             output.commit_text(v.git),
             output.agent_text(v),
@@ -289,7 +290,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
         ]
         for v in views
     ]
-    headers = ["NAME", "STATE", "WORKTREE", "LAST COMMIT", "AGENT", "LANE"]
+    headers = ["NAME", "STATE", "TARGET", "WORKTREE", "LAST COMMIT", "AGENT", "LANE"]
     print(output.table(rows, headers + ([] if where is not None else ["REPO"])))
     return 0
 
