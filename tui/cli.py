@@ -586,13 +586,13 @@ def cmd_finalize(args: argparse.Namespace) -> int:
         )
         if done.task.pr_url:
             line += f"; pull request {done.task.pr_url}"
-        result = _report(args, done, line)
+        result = _report(args, done, line, notes=[note] if note else [])
         if note:
             print(f"laneboard: {note}", file=sys.stderr)
         return result
     if not args.all_ready:
         done = _finalize_one(args, service, args.name, where)
-        return _report(args, done, _finalized_line(done))
+        return _report(args, done, _finalized_line(done), notes=list(done.notes))
     ready = service.ready(where)
     if not ready:
         print("no reviewed task is ready (its branch still at the reviewed SHA)")

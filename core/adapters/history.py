@@ -26,6 +26,19 @@ DIFF_OPTIONS = ("--no-ext-diff", "--no-textconv", "--no-color", "-M")
 LOG_FORMAT = "--format=%H%x1f%an%x1f%ae%x1f%at%x1f%s"
 
 
+def branch_tips(root: Path) -> dict[str, str]:
+    """Every local branch's tip (name without `refs/heads/`), from one `git for-each-ref`
+    (cheaper than loading pygit2 for a command that needs nothing else from it)."""
+    out = run_git(
+        ["for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/"], cwd=root
+    ).stdout.decode(errors="surrogateescape")
+    tips = {}
+    for line in out.splitlines():
+        sha, _, ref = line.partition(" ")
+        tips[ref.removeprefix("refs/heads/")] = sha
+    return tips
+
+
 def merge_base(root: Path, a: str, b: str) -> str | None:
     """The best common ancestor of `a` and `b`, or None when their histories are unrelated."""
     found = run_git(["merge-base", a, b], cwd=root, check=False)

@@ -51,15 +51,15 @@ def merge_checks(
 
 def radar(ctx: RepoContext, ledger: Ledger, tasks: list[Task]) -> Radar:
     """The radar of the repo's live tasks (each with its branch tip) now."""
-    ctx.git.refresh()
+    branches = history.branch_tips(ctx.root)
     tips = [
         (task, tip)
         for task in tasks
-        if task.live and (tip := ctx.git.branch_tip(task.branch)) is not None
+        if task.live and (tip := branches.get(task.branch)) is not None
     ]
     rows: list[tuple[Task, Task | None, str, str]] = []
     for task, tip in tips:
-        target = ctx.git.branch_tip(task.target) if task.target else None
+        target = branches.get(task.target) if task.target else None
         if target is not None:
             rows.append((task, None, target, tip))
     for (a, tip_a), (b, tip_b) in combinations(tips, 2):
