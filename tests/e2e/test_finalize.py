@@ -289,6 +289,29 @@ def test_target_moved_during_the_gate_is_caught_and_recomputed_once(repo: Path, 
     assert events.count("gate.passed") == 2  # the new result was gated too
 
 
+def test_a_target_moved_back_during_the_gate_is_not_fast_forwarded_over(
+    repo: Path, cli, pause
+) -> None:  # type: ignore[no-untyped-def]
+    (repo / ".laneboard.toml").write_text("gate = 'true'\n")
+    dropped = commit(repo, "dropped.txt", "the user will drop this\n", "to be dropped")
+    reviewed = ready(cli, repo, "back", {"feature.txt": "f\n"})
+    held = pause("finalize.after_gate")
+    proc = started(["finalize", "back", "--merge"], repo, held.env)
+    held.reached()
+    git(repo, "reset", "-q", "--hard", "HEAD~1")  # the user takes their commit back
+    held.go()
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    tip = git(repo, "rev-parse", "main")
+    assert is_ancestor(repo, reviewed, tip)
+    # The task was based on the dropped commit, so it comes back with the task's merge, but
+    # only as the result of a new computation on the tip the user left, never by a
+    # fast-forward over it.
+    events = [e["kind"] for e in json.loads(cli("log", "back", "--json").out)["events"]]
+    assert "finalize.target_moved" in events and events.count("finalize.result") == 2
+    assert is_ancestor(repo, dropped, tip)
+
+
 def test_a_target_that_keeps_moving_is_never_overwritten(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
     git(repo, "branch", "release")
     # The gate moves the target each time it runs: both attempts must lose the race.
@@ -430,6 +453,25 @@ def test_crash_at_each_step_then_doctor_fix_finishes_or_undoes_exactly(
         assert task["state"] == "ready_for_review"
         assert git(repo, "rev-parse", "main") == old
         assert cli("finalize", "c", "--merge").code == 0  # and it can be finalized again
+
+
+def test_doctor_never_removes_a_scratch_worktree_that_is_not_the_one_it_made(
+    repo: Path, cli, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    (repo / ".laneboard.toml").write_text("gate = 'true'\n")
+    ready(cli, repo, "s", {"s.txt": "s\n"})
+    crashed = cli("finalize", "s", "--merge", env={"LANEBOARD_FAULT": "finalize.after_scratch"})
+    assert crashed.code == -9
+    scratch = next(p for p in (repo / ".worktrees").iterdir() if p.name.startswith(".integ"))
+    os.rename(scratch, tmp_path / "real-scratch")
+    scratch.mkdir()
+    (scratch / ".git").write_text((tmp_path / "real-scratch" / ".git").read_text())
+    (scratch / "precious.txt").write_text("someone's file\n")
+    fixed = json.loads(cli("doctor", "--fix", "--json").out)["findings"]
+    said = next(f["fixed"] for f in fixed if f["task"] == "s")
+    assert said.startswith("not fixed:") and "left alone" in said
+    assert (scratch / "precious.txt").read_text() == "someone's file\n"
+    assert show(cli, "s")["state"] == "finalizing"
 
 
 # --- rebase -------------------------------------------------------------------------------------
