@@ -877,3 +877,31 @@ def test_a_killed_pane_or_server_leaves_no_agent_running(
     eventually(lambda: len(_session_members(session)) == 2, "the wrapper and the agent")
     server.cmd(*(["kill-pane", "-t", pane] if how == "kill-pane" else ["kill-server"]))
     eventually(lambda: _session_members(session) == [], "the hang-up reaching the agent")
+
+
+def test_finalize_refuses_a_running_agent_and_rebase_waits_for_an_idle_one(
+    repo: Path, cli, agents, server
+) -> None:
+    assert cli("new", "t").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle after SessionStart")
+    worktree = repo / ".worktrees" / "t"
+    (worktree / "f.txt").write_text("work\n")
+    git(worktree, "add", "f.txt")
+    git(worktree, "commit", "-q", "-m", "work")
+    assert cli("review", "t", "--mark").code == 0
+    refused = cli("finalize", "t", "--merge")
+    assert refused.code == 1 and "its agent still runs" in refused.err
+    (repo / "main.txt").write_text("main\n")
+    git(repo, "add", "main.txt")
+    git(repo, "commit", "-q", "-m", "main moves")
+    assert cli("send", "t", "work 3").code == 0
+    eventually(lambda: agent_state(cli, "t") == "working", "working")
+    busy = cli("rebase", "t")
+    assert busy.code == 1 and "its agent is working" in busy.err
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle after the turn")
+    done = cli("rebase", "t")
+    assert done.code == 0, done.err
+    assert (worktree / "main.txt").exists()
+    assert cli("pause", "t").code == 0
+    assert cli("review", "t", "--mark").code == 0
+    assert cli("finalize", "t", "--merge").code == 0
