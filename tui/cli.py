@@ -309,6 +309,17 @@ def cmd_show(args: argparse.Namespace) -> int:
         ("branch", task.branch + (f" → {task.target}" if task.target else "")),
         ("worktree", task.worktree_path),
     ]
+    if task.reviewed_sha:
+        when = f" ({output.age(task.reviewed_at)} ago)" if task.reviewed_at else ""
+        lines.append(("reviewed", f"{task.reviewed_sha}{when}"))
+    if task.finalized_sha:
+        how = "published" if task.disposition and task.disposition.value == "published" else ""
+        moved = f" ({task.target_old[:12]} -> {task.target_new[:12]})" if task.target_new else ""
+        lines.append(
+            ("finalized", f"{task.finalized_sha} {how or 'into ' + str(task.target)}{moved}")
+        )
+    if task.pr_url:
+        lines.append(("pull request", task.pr_url))
     if task.live:
         lines += [
             ("holds", output.git_text(view.git)),

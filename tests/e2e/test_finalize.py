@@ -509,3 +509,31 @@ def test_gate_output_log_is_kept(repo: Path, cli) -> None:  # type: ignore[no-un
     assert passed["exit_code"] == 0 and "gate-ran" in passed["output"]
     assert Path(passed["log"]).read_text() == "gate-ran\n"
     assert stat.S_ISREG(Path(passed["log"]).stat().st_mode)
+
+
+def test_a_cleanup_blocker_keeps_the_worktree_of_a_finalized_task_until_discarded(
+    repo: Path, cli
+) -> None:  # type: ignore[no-untyped-def]
+    (repo / ".gitignore").write_text("*.key\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-q", "-m", "ignore keys")
+    reviewed = ready(cli, repo, "k", {"k.txt": "k\n"})
+    worktree = repo / ".worktrees" / "k"
+    (worktree / "prod.key").write_text("an ignored secret, not rebuildable\n")
+    done = cli("finalize", "k", "--merge")
+    assert done.code == 0, done.err
+    assert "kept" in done.out and "prod.key" in done.out
+    assert is_ancestor(repo, reviewed, "main")
+    task = show(cli, "k")
+    assert task["state"] == "finalized" and task["retired_at"] is None
+    assert (worktree / "prod.key").exists()
+    assert "finalized:" in cli("show", "k").out
+    refused = cli("discard", "k")
+    assert refused.code == 1 and "prod.key" in refused.err
+    assert show(cli, "k")["state"] == "finalized"
+    (worktree / "prod.key").unlink()  # the operator deals with the secret
+    gone = cli("discard", "k")
+    assert gone.code == 0, gone.err
+    task = show(cli, "k")
+    assert (task["state"], task["disposition"]) == ("finalized", "finalized")
+    assert task["retired_at"] is not None and not worktree.exists()
