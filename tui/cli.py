@@ -314,7 +314,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         lines.append(("reviewed", f"{task.reviewed_sha}{when}"))
     if task.finalized_sha:
         how = "published" if task.disposition and task.disposition.value == "published" else ""
-        moved = f" ({task.target_old[:12]} -> {task.target_new[:12]})" if task.target_new else ""
+        old, new = task.target_old or "", task.target_new or ""
+        moved = f" ({old[:12]} -> {new[:12]})" if new else ""
         lines.append(
             ("finalized", f"{task.finalized_sha} {how or 'into ' + str(task.target)}{moved}")
         )
