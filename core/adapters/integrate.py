@@ -141,9 +141,17 @@ class RebaseConflict(GitError):
 def network(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[bytes]:
     """A git command that talks to a remote, with a timeout and no prompt. Raises `GitError`
     on a timeout (the caller must look before retrying: the push may have landed)."""
+    return timed_out(["git", *NO_HOOKS, *args], cwd, timeout, f"git {args[0]}")
+
+
+def timed_out(
+    argv: list[str], cwd: Path, timeout: float, what: str
+) -> subprocess.CompletedProcess[bytes]:
+    """Run `argv` (git's controlled environment, output captured) for at most `timeout`
+    seconds; a timeout raises `GitError` naming `what`."""
     try:
         return subprocess.run(
-            ["git", *NO_HOOKS, *args],
+            argv,
             cwd=cwd,
             env=git_env(read=False),
             capture_output=True,
@@ -151,7 +159,7 @@ def network(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedP
             check=False,
         )
     except subprocess.TimeoutExpired:
-        raise GitError(f"git {args[0]} timed out after {timeout:g} s") from None
+        raise GitError(f"{what} timed out after {timeout:g} s") from None
 
 
 def remote_ref(root: Path, remote: str, ref: str, timeout: float) -> str | None:

@@ -230,21 +230,31 @@ def _live_task(ctx: RepoContext, task: Task, entries: dict[str, WorktreeEntry]) 
     return found
 
 
+def _take_over(ledger: Ledger, task: Task, fix: bool, verb: str, detail: str) -> Task | Finding:
+    """A task left in a multi-step state, claimed for `--fix` (this process owns it now); or
+    the finding to report instead: its owner still works on it (`<verb>-in-progress`), `--fix`
+    was not asked for (`interrupted-<verb>`), or another doctor claimed it first."""
+    if task.owner_pid is not None and procs.alive(task.owner_pid, task.owner_start):
+        return Finding(
+            f"{verb}-in-progress", f"process {task.owner_pid} is at it", task.name, task.id
+        )
+    if not fix:
+        return Finding(f"interrupted-{verb}", detail, task.name, task.id)
+    if not ledger.claim(task.id, task.owner_pid, task.owner_start):
+        return Finding(f"{verb}-in-progress", "another process took it over", task.name, task.id)
+    return ledger.task(task.id)
+
+
 def _interrupted_discard(
     ctx: RepoContext, ledger: Ledger, task: Task, fix: bool, actor: Actor, runtime: Runtime
 ) -> Finding:
     """A discard that stopped between its journalled intent and `discarded`: `--fix` finishes
     it (the operator asked for it), re-checking every blocker from disk as discard does."""
-    if task.owner_pid is not None and procs.alive(task.owner_pid, task.owner_start):
-        return Finding(
-            "discard-in-progress", f"process {task.owner_pid} is discarding it", task.name, task.id
-        )
     detail = "discarding was interrupted; --fix finishes it (snapshot first, blockers re-checked)"
-    if not fix:
-        return Finding("interrupted-discard", detail, task.name, task.id)
-    if not ledger.claim(task.id, task.owner_pid, task.owner_start):
-        return Finding("discard-in-progress", "another process took it over", task.name, task.id)
-    task = ledger.task(task.id)
+    taken = _take_over(ledger, task, fix, "discard", detail)
+    if isinstance(taken, Finding):
+        return taken
+    task = taken
     store = LeaseStore(ledger.database, ctx.settings.lanes.slots)
     try:
         with ctx.lane(ledger, None, LeaseKind.REMOVE, ["laneboard", "doctor", "--fix"]):
@@ -263,16 +273,11 @@ def _interrupted_finalize(
     """A finalize or publish that stopped after its intent: `--fix` finishes it when the journal
     and the refs show it landed (the target at the journalled result, the remote branch
     verified), and otherwise returns the task to review; its scratch worktree is removed."""
-    if task.owner_pid is not None and procs.alive(task.owner_pid, task.owner_start):
-        return Finding(
-            "finalize-in-progress", f"process {task.owner_pid} is finalizing it", task.name, task.id
-        )
     detail = "finalizing was interrupted; --fix finishes it if the target moved, else undoes it"
-    if not fix:
-        return Finding("interrupted-finalize", detail, task.name, task.id)
-    if not ledger.claim(task.id, task.owner_pid, task.owner_start):
-        return Finding("finalize-in-progress", "another process took it over", task.name, task.id)
-    task = ledger.task(task.id)
+    taken = _take_over(ledger, task, fix, "finalize", detail)
+    if isinstance(taken, Finding):
+        return taken
+    task = taken
     try:
         publishing = ledger.last_event(task.id, "publish.intent")
         merging = ledger.last_event(task.id, "finalize.intent")

@@ -14,12 +14,11 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
-import subprocess
 from pathlib import Path
 
 from laneboard.core.adapters import faults
-from laneboard.core.adapters.git import git_env, run_git
-from laneboard.core.adapters.integrate import network, remote_ref
+from laneboard.core.adapters.git import run_git
+from laneboard.core.adapters.integrate import network, remote_ref, timed_out
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.errors import GitError, LaneboardError
@@ -228,21 +227,10 @@ def _pull_request(
 
 
 def _gh(argv: list[str], cwd: Path, timeout: float) -> str:
-    try:
-        done = subprocess.run(
-            argv,
-            cwd=cwd,
-            env=git_env(read=False),
-            capture_output=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise LaneboardError(f"`{shlex.join(argv[1:3])}` timed out after {timeout:g} s") from None
+    what = f"gh {' '.join(argv[1:3])}"
+    done = timed_out(argv, cwd, timeout, what)
     if done.returncode != 0:
         lines = done.stderr.decode(errors="replace").strip().splitlines()
-        raise LaneboardError(
-            f"the branch is published, but `gh {' '.join(argv[1:3])}` failed: "
-            f"{lines[-1] if lines else done.returncode}"
-        )
+        said = lines[-1] if lines else f"exit {done.returncode}"
+        raise LaneboardError(f"the branch is published, but `{what}` failed: {said}")
     return done.stdout.decode(errors="replace")
