@@ -45,11 +45,14 @@ def committed(ctx: RepoContext, ledger: Ledger, base: str, tip: str) -> Committe
 
 
 def review(ctx: RepoContext, ledger: Ledger, task: Task) -> Review:
-    """The task's review now. The merge base is with the target's tip (with the task's base
-    commit when it has no target, or shares no history with it)."""
+    """The task's review now. The merge base is with the target's tip (the task's base commit
+    when it has no target, shares no history with it, or is retired: once merged, the merge
+    base with the target would be its own tip)."""
     tip = tip_of(ctx, task)
     against = target_tip(ctx, task)
-    base = (history.merge_base(ctx.root, against, tip) if against else None) or task.base_sha
+    base = (history.merge_base(ctx.root, against, tip) if against and task.live else None) or (
+        task.base_sha  # a retired task's work is what it added to its base, merged or not
+    )
     ahead, behind = history.ahead_behind(ctx.root, against or base, tip)
     uncommitted: tuple[Pending, ...] = ()
     untracked: tuple[str, ...] = ()
