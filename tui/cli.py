@@ -326,6 +326,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             ("holds", output.git_text(view.git)),
             ("last commit", output.commit_text(view.git) or "(none)"),
             ("agent", _agent_line(view)),
+            *([("confined", _confined_text(task))] if task.confined is not None else []),
             ("lane", output.lane_text(view.lane)),
             ("health", str(view.verdict) if view.verdict else ""),
         ]
@@ -337,6 +338,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     for key, value in lines:
         print(f"{key + ':':<14}{value}".rstrip())
     return 0
+
+
+def _confined_text(task: Task) -> str:
+    if task.confined:
+        return "yes: bwrap (root checkout, other worktrees, .git/config and hooks read-only)"
+    return f"no: {task.confine_note or 'unconfined'}"
 
 
 def _agent_line(view: TaskView) -> str:
@@ -439,7 +446,12 @@ def cmd_exec(args: argparse.Namespace) -> int:
         command,
         timeout=args.timeout,
         on_wait=None if args.quiet else _print_wait,
+        on_note=None if args.quiet else _print_note,
     )
+
+
+def _print_note(line: str) -> None:
+    print(f"laneboard: {line}", file=sys.stderr, flush=True)
 
 
 def cmd_lanes(args: argparse.Namespace) -> int:

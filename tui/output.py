@@ -84,6 +84,8 @@ def task_fields(task: Task, repo: Repo) -> dict[str, Any]:
         "target_old": task.target_old,
         "target_new": task.target_new,
         "pr_url": task.pr_url,
+        "confined": task.confined,
+        "confine_note": task.confine_note,
         "disposition": task.disposition.value if task.disposition else None,
         "created_at": iso(task.created_at),
         "updated_at": iso(task.updated_at),
@@ -115,7 +117,7 @@ def agent_text(view: TaskView) -> str:
         return view.task.agent_state or "" if view.task.live else ""
     if view.agent.state is AgentState.LOST:
         return "runtime lost"
-    return str(view.agent)
+    return str(view.agent) + (" (unconfined)" if view.task.confined is False else "")
 
 
 def git_json(state: GitState | None) -> dict[str, Any] | None:

@@ -115,6 +115,14 @@ class FinalizeSettings:
 
 
 @value
+class ConfineSettings:
+    mode: Literal["required", "auto", "off"] = "auto"
+    """Run agent panes and `exec --lane` commands under bubblewrap: `required` refuses to run
+    them unconfined, `auto` confines when bwrap works here (else runs unconfined and says so),
+    `off` never confines."""
+
+
+@value
 class Settings:
     """Everything laneboard reads from configuration, merged from user and repo files."""
 
@@ -129,6 +137,7 @@ class Settings:
     """The repo's check command, run on the integration result in a scratch worktree before
     the target moves (a string runs with `/bin/sh -c`)."""
     finalize: FinalizeSettings = field(default_factory=FinalizeSettings)
+    confine: ConfineSettings = field(default_factory=ConfineSettings)
     target: str | None = None
     """The branch tasks are integrated into; default: the branch `origin/HEAD` names, else the
     branch the root has checked out."""

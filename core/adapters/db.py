@@ -197,6 +197,11 @@ MIGRATIONS: Sequence[str] = (
         PRIMARY KEY (base, tip)
     );
     """,
+    # 8: whether the task's agent runs confined (bubblewrap), and why not.
+    """
+    ALTER TABLE tasks ADD COLUMN confined INTEGER;
+    ALTER TABLE tasks ADD COLUMN confine_note TEXT;
+    """,
 )
 
 

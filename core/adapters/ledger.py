@@ -61,6 +61,7 @@ def _task_from_row(row: sqlite3.Row) -> Task:
     data["agent_argv"] = json.loads(row["agent_argv"]) if row["agent_argv"] else None
     data["branch_created_by_us"] = bool(row["branch_created_by_us"])
     data["worktree_created_by_us"] = bool(row["worktree_created_by_us"])
+    data["confined"] = None if row["confined"] is None else bool(row["confined"])
     for key in ("dir_dev", "dir_ino", "gitfile_dev", "gitfile_ino"):
         data.pop(key, None)
     data["state"] = TaskState(data["state"])

@@ -147,6 +147,10 @@ class Task:
     """The target's tip finalize moved it to."""
     pr_url: str | None = None
     """The pull request publish opened or found."""
+    confined: bool | None = None
+    """Its agent was started under bubblewrap (None: no agent started yet)."""
+    confine_note: str | None = None
+    """Why its agent runs unconfined."""
 
     @property
     def live(self) -> bool:

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from laneboard.core.adapters import agentfiles
+from laneboard.core.adapters import agentfiles, confine
 from laneboard.core.adapters.config import Settings, state_dir
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import RepoContext
@@ -41,6 +41,7 @@ from laneboard.core.domain.agents import (
     profiles,
     session_name,
 )
+from laneboard.core.domain.confine import no_maintenance
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.domain.runtime import (
@@ -115,11 +116,7 @@ def environment(ctx: RepoContext, task: Task, profile: Profile, shims: Path) -> 
     }
     if os.environ.get("LANEBOARD_HOME"):
         env["LANEBOARD_HOME"] = os.environ["LANEBOARD_HOME"]
-    count = int(os.environ.get("GIT_CONFIG_COUNT", "0") or 0)
-    for offset, (key, setting) in enumerate((("gc.auto", "0"), ("maintenance.auto", "false"))):
-        env[f"GIT_CONFIG_KEY_{count + offset}"] = key
-        env[f"GIT_CONFIG_VALUE_{count + offset}"] = setting
-    env["GIT_CONFIG_COUNT"] = str(count + 2)
+    env.update(no_maintenance(os.environ))
     env.update(ctx.settings.env)
     env.update(profile.env)
     return env
@@ -168,8 +165,17 @@ def start(
     shims = shim_dir(task)
     env = environment(ctx, task, profile, shims) | hook_env
     previous = pane_of(task)
+    assert task.admin_name is not None
+    paths = confine.layout(
+        ctx.root, ctx.common_dir, Path(task.area), Path(task.worktree_path), task.admin_name
+    )
+    run, decision = confine.confined_argv(
+        ctx.settings.confine.mode, states, paths, task.id, argv, env
+    )
+    if decision.refused:
+        raise AgentError(f"{task.name}: no agent started: {decision.note}")
     spec = LaunchSpec(
-        argv=tuple(pane_argv(argv)),
+        argv=tuple(pane_argv(run)),
         cwd=task.worktree_path,
         session=session_name(ctx.repo.name),
         window=task.name,
@@ -205,6 +211,8 @@ def start(
             agent_state=AgentState.STARTING.value,
             agent_exit=None,
             agent_prompt=task.agent_prompt if typed else None,
+            confined=decision.confined,
+            confine_note=decision.note,
         )
     except LaneboardError:
         runtime.stop(ref, timeout=1.0)

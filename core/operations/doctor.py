@@ -64,6 +64,7 @@ def diagnose(ctx: RepoContext, ledger: Ledger, *, fix: bool, runtime: Runtime) -
             )
 
     findings.extend(_pane_findings(ledger, tasks, runtime, fix))
+    findings.extend(_confinement_findings(ctx, tasks))
     areas = {Path(t.area) for t in tasks} | {ctx.area}
     for path, entry in entries.items():
         if path in live_paths:
@@ -92,6 +93,26 @@ def diagnose(ctx: RepoContext, ledger: Ledger, *, fix: bool, runtime: Runtime) -
                     )
                 )
     return findings
+
+
+def _confinement_findings(ctx: RepoContext, tasks: list[Task]) -> list[Finding]:
+    """Confinement the policy asks for but this machine cannot give, and each running agent
+    that was started unconfined (DESIGN.md section 5a: never silently absent)."""
+    from laneboard.core.adapters import confine
+    from laneboard.core.adapters.config import state_dir
+
+    found: list[Finding] = []
+    if ctx.settings.confine.mode != "off":
+        probe = confine.probe(state_dir())
+        if not probe.works:
+            found.append(Finding("confinement-unavailable", probe.reason or "bwrap does not work"))
+    for task in tasks:
+        if task.state is TaskState.RUNNING and task.confined is False:
+            note = task.confine_note or "not recorded why"
+            found.append(
+                Finding("unconfined", f"its agent runs unconfined: {note}", task.name, task.id)
+            )
+    return found
 
 
 def _pane_findings(ledger: Ledger, tasks: list[Task], runtime: Runtime, fix: bool) -> list[Finding]:

@@ -20,6 +20,7 @@ from laneboard.core.adapters.db import Database, from_db, to_db
 from laneboard.core.adapters.leases import LEASE_ENV, LeaseStore, hold
 from laneboard.core.adapters.process import CommandNotFound, find_command, spawn_and_wait
 from laneboard.core.adapters.verify import common_dir_of, verify_worktree
+from laneboard.core.domain.confine import no_maintenance
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.identity import Identity
 from laneboard.core.domain.lanes import Lease, LeaseKind
@@ -111,8 +112,11 @@ def run(
     *,
     timeout: float | None,
     on_wait: Callable[[Lease], None] | None,
+    on_note: Callable[[str], None] | None = None,
 ) -> int:
     """Run `argv` in `target`'s lane; return its exit code (128+N when killed by signal N).
+    A worktree lane's command runs confined by the repo's `[confine] mode` (`on_note` hears
+    when it runs unconfined).
 
     Verifies the worktree before queueing and again right after admission; waits (cancellable
     by SIGINT, SIGTERM, SIGHUP or `timeout`) without holding anything but a queue position.
@@ -127,6 +131,9 @@ def run(
         "LANEBOARD_REPO": str(target.root),
         "LANEBOARD_LANE": target.label,
     }
+    command = [executable, *argv[1:]]
+    if target.lane is not None:
+        executable, command = _confined(target, settings, command, env, on_note)
     with (
         _cancel_on_signals(),
         hold(
@@ -144,13 +151,41 @@ def run(
         env[LEASE_ENV] = str(held.lease.seq)
         held.exit_code = spawn_and_wait(
             executable,
-            argv,
+            command,
             working_dir(target),
             env,
             held.record_child,
             own_group=not held.inherited,
         )
     return held.exit_code
+
+
+def _confined(
+    target: LaneTarget,
+    settings: Settings,
+    command: list[str],
+    env: dict[str, str],
+    on_note: Callable[[str], None] | None,
+) -> tuple[str, list[str]]:
+    """The executable and argv of a worktree lane's command under the confinement policy."""
+    from laneboard.core.adapters import confine
+    from laneboard.core.adapters.config import state_dir
+
+    assert target.lane is not None and target.area is not None and target.admin_name
+    paths = confine.layout(
+        target.root, target.common_dir, target.area, target.cwd, target.admin_name
+    )
+    wrapped, decision = confine.confined_argv(
+        settings.confine.mode, state_dir(), paths, target.lane, command, env
+    )
+    if decision.refused:
+        raise LaneboardError(f"lane {target.label}: not run: {decision.note}")
+    if not decision.confined and decision.note and on_note is not None:
+        on_note(f"lane {target.label} runs unconfined: {decision.note}")
+    if wrapped is command:
+        return command[0], command
+    env.update(no_maintenance(env))
+    return wrapped[0], wrapped
 
 
 def working_dir(target: LaneTarget) -> Path:

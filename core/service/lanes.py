@@ -21,6 +21,7 @@ def run_in_lane(
     *,
     timeout: float | None,
     on_wait: Callable[[Lease], None] | None,
+    on_note: Callable[[str], None] | None = None,
 ) -> int:
     """Run `argv` in `lane` (a task's name or id; None: the root lane) of the repository that
     contains `start`; return the command's exit code (128+N when signal N ended it or the
@@ -36,7 +37,9 @@ def run_in_lane(
         settings = load_settings(target.root)
         store = LeaseStore(database, settings.lanes.slots)
         try:
-            return runner.run(store, target, settings, argv, timeout=timeout, on_wait=on_wait)
+            return runner.run(
+                store, target, settings, argv, timeout=timeout, on_wait=on_wait, on_note=on_note
+            )
         except BaseException as err:
             code = runner.exit_code_for(err)
             if code is None:

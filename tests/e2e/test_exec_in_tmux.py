@@ -72,7 +72,10 @@ def test_killing_the_pane_hangs_up_the_command_and_frees_the_lane(
     assert words[0] == "ready" and words[2] == "tty=True"  # it has the pane's terminal
     store = LeaseStore(Database(default_path()), slots=2)
     (lease,) = [x for x in store.admitted_in_order() if x.kind.value == "exec"]
-    assert lease.child_pid == int(words[1])
+    # The lease's command is bwrap (the lane runs confined), the command its child.
+    command = int(words[1])
+    ppid = int(Path(f"/proc/{command}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    assert lease.child_pid == ppid
     watched = [os.pidfd_open(pid) for pid in (lease.child_pid, lease.holder_pid)]
     try:
         pane.kill()

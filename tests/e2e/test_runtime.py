@@ -251,7 +251,9 @@ def test_a_stubborn_agent_is_stopped_after_the_grace(
     pane = show(cli, "t")["pane"]["pane_id"]
     session = int(server.cmd("display-message", "-p", "-t", pane, "#{pane_pid}").stdout[0])
     assert cli("send", "t", "spawn").code == 0
-    eventually(lambda: len(_session_members(session)) == 3, "agent, its wrapper and its helper")
+    eventually(
+        lambda: len(_session_members(session)) == 4, "wrapper, bwrap, the agent and its helper"
+    )
     began = time.monotonic()
     assert cli("pause", "t").code == 0
     assert time.monotonic() - began < 5
@@ -574,7 +576,9 @@ def test_an_agent_that_quits_leaves_no_helper_behind(repo: Path, cli, agents, se
     pane = show(cli, "t")["pane"]["pane_id"]
     session = int(server.cmd("display-message", "-p", "-t", pane, "#{pane_pid}").stdout[0])
     assert cli("send", "t", "spawn").code == 0
-    eventually(lambda: len(_session_members(session)) == 3, "agent, its wrapper and its helper")
+    eventually(
+        lambda: len(_session_members(session)) == 4, "wrapper, bwrap, the agent and its helper"
+    )
     assert cli("pause", "t").code == 0  # the agent obeys SIGTERM; its helper does not
     assert _session_members(session) == []
 
@@ -874,7 +878,7 @@ def test_a_killed_pane_or_server_leaves_no_agent_running(
     assert cli("new", "t", "--cmd", "sleep 300").code == 0
     pane = show(cli, "t")["pane"]["pane_id"]
     session = int(server.cmd("display-message", "-p", "-t", pane, "#{pane_pid}").stdout[0])
-    eventually(lambda: len(_session_members(session)) == 2, "the wrapper and the agent")
+    eventually(lambda: len(_session_members(session)) == 3, "the wrapper, bwrap and the agent")
     server.cmd(*(["kill-pane", "-t", pane] if how == "kill-pane" else ["kill-server"]))
     eventually(lambda: _session_members(session) == [], "the hang-up reaching the agent")
 
