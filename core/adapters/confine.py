@@ -93,6 +93,10 @@ def guard_dir(state: Path) -> Path | None:
     return directory
 
 
+BWRAP_ENV = "LANEBOARD_BWRAP"
+"""The bwrap to use (a path or a name on PATH); default `bwrap`."""
+
+
 def _cache_file(state: Path) -> Path:
     return state / "cache" / "confine.json"
 
@@ -104,9 +108,13 @@ def _key(bwrap: str) -> str:
 
 def probe(state: Path) -> Probe:
     """Whether bwrap confines commands on this machine (cached; see the module)."""
-    bwrap = shutil.which("bwrap")
+    named = os.environ.get(BWRAP_ENV)
+    bwrap = shutil.which(named or "bwrap")
     if bwrap is None:
-        return Probe(False, None, "bwrap is not installed (Debian/Ubuntu: apt install bubblewrap)")
+        what = f"{named} (${BWRAP_ENV})" if named else "bwrap"
+        return Probe(
+            False, None, f"{what} is not installed (Debian/Ubuntu: apt install bubblewrap)"
+        )
     key = _key(bwrap)
     cache = _cache_file(state)
     try:
@@ -128,9 +136,9 @@ def _try(bwrap: str) -> Probe:
         guarded, free = Path(tmp) / "guarded", Path(tmp) / "free"
         guarded.mkdir()
         free.mkdir()
-        script = (
-            f"! touch {guarded}/x 2>/dev/null && touch {free}/x && env --default-signal=INT true"
-        )
+        # The verdict is what the files show: a write under the read-only mount must not
+        # land, one next to it must.
+        script = f"touch {guarded}/x 2>/dev/null; touch {free}/x && env --default-signal=INT true"
         argv = [bwrap, "--dev-bind", "/", "/", "--ro-bind", str(guarded), str(guarded)]
         try:
             done = subprocess.run(

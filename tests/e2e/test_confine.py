@@ -1,0 +1,293 @@
+"""Confinement with real bwrap, real git and a real tmux server on a private socket: a confined
+command cannot write the root checkout, a sibling worktree or the shared git metadata, and can
+do everything a task's own work needs; the policy says when a task runs unconfined, and
+`required` refuses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git
+from tests.procs import started
+
+
+def inside(cli, task: str, script: str) -> tuple[int, str]:  # type: ignore[no-untyped-def]
+    done = cli("exec", "--lane", task, "--", "sh", "-c", script)
+    return done.code, done.err
+
+
+def snapshot(paths: list[Path]) -> dict[str, bytes | None]:
+    found: dict[str, bytes | None] = {}
+    for top in paths:
+        for directory, _, names in os.walk(top):
+            for name in names:
+                path = Path(directory) / name
+                found[str(path)] = path.read_bytes() if path.is_file() else None
+    return found
+
+
+@pytest.fixture
+def tasks(repo: Path, cli) -> Path:  # type: ignore[no-untyped-def]
+    for name in ("a", "b"):
+        assert cli("new", name, "--no-start").code == 0
+    (repo / ".git" / "hooks").mkdir(exist_ok=True)
+    (repo / ".git" / "hooks" / "existing").write_text("#!/bin/sh\n")
+    return repo
+
+
+TARGETS = {
+    "root checkout": "README.md",
+    "sibling worktree": ".worktrees/b/README.md",
+    "shared config": ".git/config",
+    "hooks": ".git/hooks/existing",
+    "info": ".git/info/exclude",
+    "another task's admin dir": ".git/worktrees/b/HEAD",
+    "packed-refs": ".git/packed-refs",
+}
+
+
+@pytest.mark.parametrize("where", sorted(TARGETS))
+@pytest.mark.parametrize("how", ["create", "change", "delete"])
+def test_a_confined_command_cannot_write_outside_its_worktree(
+    tasks: Path, cli, where: str, how: str
+) -> None:  # type: ignore[no-untyped-def]
+    repo = tasks
+    git(repo, "pack-refs", "--all")
+    target = repo / TARGETS[where]
+    fresh = target.parent / "planted"
+    script = {
+        "create": f"echo planted > '{fresh}'",
+        "change": f"echo changed >> '{target}'",
+        "delete": f"rm -f '{target}'",
+    }[how]
+    before = snapshot([repo])
+    code, err = inside(cli, "a", script)
+    assert code != 0 and "Read-only file system" in err
+    after = snapshot([repo])
+    assert after == before
+
+
+def test_it_can_commit_branch_tag_and_fetch_in_its_own_worktree(
+    tasks: Path, cli, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    repo = tasks
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(repo, "push", "-q", str(remote), "main:refs/heads/upstream")
+    code, err = inside(
+        cli,
+        "a",
+        "echo work > work.txt && git add work.txt && git commit -q -m work && "
+        "git branch side && git tag v1 && "
+        f"git fetch -q {remote} upstream:refs/remotes/r/upstream && "
+        'git worktree list >/dev/null && echo outside > "$HOME/outside.txt"',
+    )
+    assert code == 0, err
+    worktree = repo / ".worktrees" / "a"
+    assert git(worktree, "log", "-1", "--format=%s") == "work"
+    assert git(repo, "rev-parse", "side") == git(repo, "rev-parse", "lb/a")
+    assert git(repo, "rev-parse", "v1") == git(repo, "rev-parse", "lb/a")
+    assert git(repo, "rev-parse", "refs/remotes/r/upstream") == git(repo, "rev-parse", "main")
+    assert (Path(os.environ["HOME"]) / "outside.txt").read_text() == "outside\n"
+
+
+def test_two_confined_commands_commit_at_once_and_both_land(tasks: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    repo = tasks
+    loop = (
+        "for i in $(seq 1 15); do echo $i > n.txt; git add n.txt; "
+        "git commit -q -m c$i || exit 1; done"
+    )
+    procs = [
+        started(["exec", "--lane", name, "--", "sh", "-c", loop], repo, {}) for name in ("a", "b")
+    ]
+    for proc in procs:
+        _out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    for name in ("a", "b"):
+        assert git(repo, "rev-list", "--count", f"main..lb/{name}") == "15"
+    assert git(repo, "fsck", "--no-progress") == ""
+
+
+def test_gc_prune_and_worktree_changes_fail_inside_and_change_nothing(
+    tasks: Path, cli, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    repo = tasks
+    # A worktree deleted by hand leaves an admin dir that `git worktree prune` would remove.
+    stale = tmp_path / "stale"
+    git(repo, "worktree", "add", "-q", "--detach", str(stale))
+    subprocess.run(["rm", "-rf", str(stale)], check=True)
+    loose = git(repo, "hash-object", "-w", "--stdin")  # an unreachable loose object
+    before = snapshot([repo / ".git"])
+    real_git = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True)
+    for script in (
+        "git gc --prune=now",
+        "git prune",
+        "git repack -a -d",
+        "git worktree prune",
+        f"git worktree add {tmp_path}/new",
+        "git worktree remove ../b",
+        f"{real_git.stdout.strip()} gc --prune=now",  # past the guard: the mounts stop it
+        f"{real_git.stdout.strip()} worktree prune",
+        "git config core.hooksPath /tmp",
+    ):
+        code, err = inside(cli, "a", script)
+        # git's own error (`worktree prune` reports the failed removal and still exits 0),
+        # or the guard's line; either way nothing changed (checked below).
+        assert "Read-only file system" in err or "not run inside a confined task" in err, err
+        assert code != 0 or "worktree prune" in script, script
+    assert snapshot([repo / ".git"]) == before
+    assert (repo / ".git" / "objects" / loose[:2] / loose[2:]).exists() or loose in git(
+        repo, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)"
+    )
+
+
+def test_a_worktree_created_after_the_agent_started_is_protected_too(
+    tasks: Path, cli, server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    repo = tasks
+    monkeypatch.setenv("LANEBOARD_TMUX_SOCKET", server.socket_name)
+    go, report = tmp_path / "go", tmp_path / "report"
+    os.mkfifo(go)
+    later = repo / ".worktrees" / "later" / "README.md"
+    script = (
+        f"cat {go} >/dev/null; "
+        f"if echo x >> {later}; then echo wrote > {report}; else echo refused > {report}; fi; "
+        "sleep 60"
+    )
+    done = cli("start", "a", "--cmd", f"sh -c '{script}'")
+    assert done.code == 0, done.err
+    assert json.loads(cli("show", "a", "--json").out)["confined"] is True
+    assert cli("new", "later", "--no-start").code == 0
+    with open(go, "w") as fifo:
+        fifo.write("go\n")
+    _wait(lambda: report.exists() and report.read_text().strip())
+    assert report.read_text().strip() == "refused"
+    assert later.read_text() == "hello\n"
+    assert "confined:     yes" in cli("show", "a").out
+    assert cli("retain", "a").code == 0
+
+
+def _wait(check: Callable[[], object], deadline: float = 30.0) -> None:
+    import time
+
+    end = time.monotonic() + deadline
+    while not check():
+        assert time.monotonic() < end, "not reached"
+        time.sleep(0.05)
+
+
+# --- the policy -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def broken_bwrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A bwrap that fails the way an AppArmor-restricted Ubuntu does."""
+    fake = tmp_path / "fake-bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("LANEBOARD_BWRAP", str(fake))
+    return fake
+
+
+def test_auto_without_a_working_bwrap_runs_unconfined_and_says_why_everywhere(
+    tasks: Path, cli, server, broken_bwrap: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    repo = tasks
+    monkeypatch.setenv("LANEBOARD_TMUX_SOCKET", server.socket_name)
+    done = cli("exec", "--lane", "a", "--", "sh", "-c", "echo ran > ran.txt")
+    assert done.code == 0
+    assert "runs unconfined: bwrap does not work here: bwrap: setting up uid map" in done.err
+    assert "apparmor_restrict_unprivileged_userns" in done.err
+    assert (repo / ".worktrees" / "a" / "ran.txt").exists()
+    assert cli("start", "a", "--cmd", "sleep 60").code == 0
+    task = json.loads(cli("show", "a", "--json").out)
+    assert task["confined"] is False and "uid map" in task["confine_note"]
+    assert "confined:     no: bwrap does not work here" in cli("show", "a").out
+    assert "(unconfined)" in cli("ls").out
+    findings = json.loads(cli("doctor", "--json").out)["findings"]
+    kinds = {(f["kind"], f["task"]) for f in findings}
+    assert ("unconfined", "a") in kinds and ("confinement-unavailable", None) in kinds
+    assert cli("retain", "a").code == 0
+
+
+def test_required_without_a_working_bwrap_refuses_to_run_anything_unconfined(
+    tasks: Path, cli, server, broken_bwrap: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    repo = tasks
+    monkeypatch.setenv("LANEBOARD_TMUX_SOCKET", server.socket_name)
+    (repo / ".laneboard.toml").write_text('[confine]\nmode = "required"\n')
+    refused = cli("exec", "--lane", "a", "--", "sh", "-c", "echo ran > ran.txt")
+    assert refused.code == 1 and "confine.mode is required, but bwrap does not work" in refused.err
+    assert not (repo / ".worktrees" / "a" / "ran.txt").exists()
+    start = cli("start", "a", "--cmd", "sleep 60")
+    assert start.code == 1 and "no agent started: confine.mode is required" in start.err
+    assert json.loads(cli("show", "a", "--json").out)["state"] == "provisioned"
+    assert server.cmd("list-panes", "-a").stdout == []
+
+
+def test_off_runs_unconfined_on_purpose(tasks: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    repo = tasks
+    (repo / ".laneboard.toml").write_text('[confine]\nmode = "off"\n')
+    done = cli("exec", "--lane", "a", "--", "sh", "-c", f"echo x >> {repo}/README.md")
+    assert done.code == 0 and "confine.mode is off" in done.err
+    assert (repo / "README.md").read_text() == "hello\nx\n"
+
+
+def test_the_probe_runs_once_and_is_cached(
+    tasks: Path, cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    calls = tmp_path / "calls"
+    real = subprocess.run(["sh", "-c", "command -v bwrap"], capture_output=True, text=True)
+    counting = tmp_path / "counting-bwrap"
+    counting.write_text(f'#!/bin/sh\necho x >> {calls}\nexec {real.stdout.strip()} "$@"\n')
+    counting.chmod(0o755)
+    monkeypatch.setenv("LANEBOARD_BWRAP", str(counting))
+    for _ in range(3):
+        assert cli("exec", "--lane", "a", "--", "true").code == 0
+    assert len(calls.read_text().splitlines()) == 1 + 3  # one probe, then one run each
+
+
+def test_a_bad_confine_mode_is_refused_with_its_field(tasks: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    (tasks / ".laneboard.toml").write_text('[confine]\nmode = "sometimes"\n')
+    refused = cli("exec", "--lane", "a", "--", "true")
+    assert refused.code == 1 and "confine.mode" in refused.err
+    assert "Traceback" not in refused.err
+
+
+def test_worktrees_outside_the_root_are_read_only_too(repo: Path, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (repo / ".laneboard.toml").write_text('[worktrees]\narea = "sibling"\n')
+    git(repo, "add", ".laneboard.toml")
+    git(repo, "commit", "-q", "-m", "sibling area")
+    for name in ("a", "b"):
+        assert cli("new", name, "--no-start").code == 0
+    users = tmp_path / "users-own-checkout"
+    git(repo, "worktree", "add", "-q", "-b", "mine", str(users))
+    area = repo.parent / f"{repo.name}.worktrees"
+    before = snapshot([area / "b", users])
+    for path in (area / "b" / "README.md", users / "README.md", area / "planted"):
+        code, err = inside(cli, "a", f"echo x >> '{path}'")
+        assert code != 0 and "Read-only file system" in err, path
+    assert snapshot([area / "b", users]) == before
+    assert not (area / "planted").exists()
+    code, err = inside(cli, "a", "echo mine >> README.md && git commit -qam mine")
+    assert code == 0, err
+
+
+def test_a_bwrap_that_does_not_confine_is_not_trusted(
+    tasks: Path, cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    # It runs the command but ignores every mount: the probe's write into the read-only
+    # directory succeeds, so laneboard says bwrap does not work rather than trusting it.
+    fake = tmp_path / "lax-bwrap"
+    fake.write_text('#!/bin/sh\nwhile [ "$1" != "--" ]; do shift; done; shift; exec "$@"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("LANEBOARD_BWRAP", str(fake))
+    (tasks / ".laneboard.toml").write_text('[confine]\nmode = "required"\n')
+    refused = cli("exec", "--lane", "a", "--", "true")
+    assert refused.code == 1 and "bwrap does not work here" in refused.err
