@@ -97,11 +97,35 @@ def test_it_can_commit_branch_tag_and_fetch_in_its_own_worktree(
     assert (Path(os.environ["HOME"]) / "outside.txt").read_text() == "outside\n"
 
 
-def test_two_confined_commands_commit_at_once_and_both_land(tasks: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_two_confined_agents_commit_at_once_and_both_land(
+    tasks: Path, cli, server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    repo = tasks
+    monkeypatch.setenv("LANEBOARD_TMUX_SOCKET", server.socket_name)
+    go = tmp_path / "go"
+    os.mkfifo(go)
+    for name in ("a", "b"):
+        loop = (
+            f"cat {go} >/dev/null; for i in $(seq 1 15); do echo $i > n.txt; git add n.txt; "
+            f"git commit -q -m c$i || exit 1; done; touch {tmp_path}/{name}.done; sleep 60"
+        )
+        assert cli("start", name, "--cmd", f"sh -c '{loop}'").code == 0
+        assert json.loads(cli("show", name, "--json").out)["confined"] is True
+    with open(go, "w") as fifo:  # both read the same FIFO: they start together
+        fifo.write("go\n")
+    _wait(lambda: all((tmp_path / f"{n}.done").exists() for n in "ab"))
+    for name in ("a", "b"):
+        assert git(repo, "rev-list", "--count", f"main..lb/{name}") == "15"
+    assert git(repo, "fsck", "--no-progress") == ""
+    for name in ("a", "b"):
+        assert cli("retain", name).code == 0
+
+
+def test_two_confined_lane_commands_commit_at_once_and_both_land(tasks: Path, cli) -> None:  # type: ignore[no-untyped-def]
     repo = tasks
     loop = (
         "for i in $(seq 1 15); do echo $i > n.txt; git add n.txt; "
-        "git commit -q -m c$i || exit 1; done"
+        "git commit -q -m c$i || exit 1; git branch -f side-$LANEBOARD_LANE; done"
     )
     procs = [
         started(["exec", "--lane", name, "--", "sh", "-c", loop], repo, {}) for name in ("a", "b")
@@ -111,7 +135,7 @@ def test_two_confined_commands_commit_at_once_and_both_land(tasks: Path, cli) ->
         assert proc.returncode == 0, err
     for name in ("a", "b"):
         assert git(repo, "rev-list", "--count", f"main..lb/{name}") == "15"
-    assert git(repo, "fsck", "--no-progress") == ""
+        assert git(repo, "rev-parse", f"side-{name}") == git(repo, "rev-parse", f"lb/{name}")
 
 
 def test_gc_prune_and_worktree_changes_fail_inside_and_change_nothing(
