@@ -84,9 +84,7 @@ def main() -> None:
         outside, inside = [], []
         for _ in range(5):
             outside.append(timed(["sh", "-c", loop], worktree, env))
-            inside.append(
-                timed(bwrap_argv(found.bwrap, layout, ["sh", "-c", loop]), worktree, env)
-            )
+            inside.append(timed(bwrap_argv(found.bwrap, layout, ["sh", "-c", loop]), worktree, env))
         start = statistics.median(boxed) - statistics.median(bare)
 
     def ms(values: list[float]) -> float:
