@@ -23,3 +23,21 @@ def timed(
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed: {result.stderr}")
     return took
+
+
+def isolated_env(base: Path, root: Path) -> dict[str, str]:
+    """The environment of a benchmark's laneboard and git processes: `HOME`, `LANEBOARD_HOME`
+    and git's config under `base`, a fixed identity, this checkout on `PYTHONPATH`, and
+    bytecode kept (as a user's install keeps it)."""
+    env = {**os.environ, "HOME": str(base), "LANEBOARD_HOME": str(base / "lbhome")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.update(
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=str(base / "gitconfig"),
+        GIT_AUTHOR_NAME="b",
+        GIT_AUTHOR_EMAIL="b@b",
+        GIT_COMMITTER_NAME="b",
+        GIT_COMMITTER_EMAIL="b@b",
+        PYTHONPATH=str(root),
+    )
+    return env

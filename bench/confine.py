@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import timed
+from common import isolated_env, timed
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -40,17 +40,7 @@ def main() -> None:
         base = Path(tmp)
         repo, home = base / "repo", base / "lbhome"
         repo.mkdir()
-        env = {**os.environ, "HOME": str(base), "LANEBOARD_HOME": str(home)}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env.update(
-            GIT_CONFIG_NOSYSTEM="1",
-            GIT_CONFIG_GLOBAL=str(base / "gitconfig"),
-            GIT_AUTHOR_NAME="b",
-            GIT_AUTHOR_EMAIL="b@b",
-            GIT_COMMITTER_NAME="b",
-            GIT_COMMITTER_EMAIL="b@b",
-            PYTHONPATH=str(ROOT),
-        )
+        env = isolated_env(base, ROOT)
         for n in range(args.files):
             directory = repo / "src" / f"d{n // 100}"
             directory.mkdir(parents=True, exist_ok=True)

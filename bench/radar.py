@@ -27,7 +27,7 @@ import time
 from itertools import combinations
 from pathlib import Path
 
-from common import timed
+from common import isolated_env, timed
 
 LANEBOARD = [sys.executable, "-P", "-m", "laneboard"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,17 +72,7 @@ def main() -> None:
         base = Path(tmp)
         repo, home = base / "repo", base / "lbhome"
         repo.mkdir()
-        env = {**os.environ, "HOME": str(base), "LANEBOARD_HOME": str(home)}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's install keeps its bytecode
-        env.update(
-            GIT_CONFIG_NOSYSTEM="1",
-            GIT_CONFIG_GLOBAL=str(base / "gitconfig"),
-            GIT_AUTHOR_NAME="b",
-            GIT_AUTHOR_EMAIL="b@b",
-            GIT_COMMITTER_NAME="b",
-            GIT_COMMITTER_EMAIL="b@b",
-            PYTHONPATH=str(ROOT),
-        )
+        env = isolated_env(base, ROOT)
         build(repo, args.files, args.tasks, env)
         run(args, repo, home, env)
 
