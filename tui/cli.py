@@ -582,12 +582,12 @@ def _finalize_one(
     )
 
 
-def _finalized_line(done: Outcome) -> str:
+def _finalized_line(done: Outcome, into: str | None) -> str:
     task = done.task
     old, new = task.target_old or "", task.target_new or ""
     moved = "already in it" if old == new else f"{old[:12]} -> {new[:12]}"
     where = "worktree and branch removed" if not done.notes else "; ".join(done.notes)
-    return f"finalized {task.finalized_sha} into {task.target} ({moved}); {where}"
+    return f"finalized {task.finalized_sha} into {into or task.target} ({moved}); {where}"
 
 
 def cmd_finalize(args: argparse.Namespace) -> int:
@@ -599,15 +599,17 @@ def cmd_finalize(args: argparse.Namespace) -> int:
         )
     if args.merge and (args.remote or args.pr or args.draft):
         raise UsageError("--remote, --pr and --draft are for --publish")
+    given = (("--into", args.into), ("--strategy", args.strategy), ("--remote", args.remote))
+    for option, value in given:
+        if value is not None and not value.strip():
+            raise UsageError(f"{option} needs a value")
     service = _service()
     where = _where(args)
     if args.publish:
-        done, note = service.publish(
+        done, note, remote = service.publish(
             where, args.name, remote=args.remote, pr=args.pr, draft=args.draft
         )
-        line = (
-            f"published {done.task.finalized_sha} to {args.remote or 'origin'} {done.task.branch}"
-        )
+        line = f"published {done.task.finalized_sha} to {remote} {done.task.branch}"
         if done.task.pr_url:
             line += f"; pull request {done.task.pr_url}"
         result = _report(args, done, line, notes=[note] if note else [])
@@ -616,8 +618,14 @@ def cmd_finalize(args: argparse.Namespace) -> int:
         return result
     if not args.all_ready:
         done = _finalize_one(args, service, args.name, where)
-        return _report(args, done, _finalized_line(done), notes=list(done.notes))
+        return _report(args, done, _finalized_line(done, args.into), notes=list(done.notes))
     ready = service.ready(where)
+    chosen = {t.id for t in ready}
+    for view in service.tasks(where, facts=False):
+        task = view.task
+        skipped = task.reviewed_sha and task.live and task.id not in chosen
+        if skipped and task.state is not TaskState.FINALIZED:
+            print(f"laneboard: skipped {task.name}: its branch moved since review", file=sys.stderr)
     if not ready:
         print("no reviewed task is ready (its branch still at the reviewed SHA)")
         return 0
@@ -630,7 +638,7 @@ def cmd_finalize(args: argparse.Namespace) -> int:
             if rest:
                 print(f"laneboard: not attempted: {', '.join(rest)}", file=sys.stderr)
             return 1
-        print(f"{done.task.name}: {_finalized_line(done)}")
+        print(f"{done.task.name}: {_finalized_line(done, args.into)}")
     return 0
 
 
@@ -757,6 +765,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for detail in err.details:
             print(f"  {detail}", file=sys.stderr)
         return err.exit_code
+    except BrokenPipeError:  # the reader went away (`laneboard ls | head`): not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
         print(
             "laneboard: interrupted (`laneboard doctor` shows anything left half-done)",

@@ -5,6 +5,8 @@ Values only: the patch text is given, never read here.
 
 from __future__ import annotations
 
+import shlex
+import unicodedata
 from typing import Any
 
 from laneboard.core.domain.models import Repo, Task
@@ -22,17 +24,30 @@ LETTER = {
 }
 
 
+def shown(text: str) -> str:
+    """`text` safe to print on a terminal: control and format characters (escape sequences,
+    carriage returns, newlines, bidirectional overrides) written as escapes, so a file name or
+    commit subject cannot rewrite or hide the lines around it."""
+    return "".join(
+        char.encode("unicode_escape").decode()
+        if unicodedata.category(char) in ("Cc", "Cf")
+        else char
+        for char in text
+    )
+
+
 def patch_summary(change: FileChange, base: str, tip: str) -> str | None:
     """Why a file's diff is summarized instead of shown (binary, submodule, huge), else None."""
+    path = shown(change.path)
     if change.submodule:
-        return f"submodule {change.path} changed (not shown)"
+        return f"submodule {path} changed (not shown)"
     if change.binary:
-        return f"binary file {change.path} {change.change.value} (not shown)"
+        return f"binary file {path} {change.change.value} (not shown)"
     if change.huge:
         lines = (change.added or 0) + (change.removed or 0)
         return (
-            f"{change.path}: {lines} lines changed, too many to show here "
-            f"(git diff {base[:12]} {tip[:12]} -- {change.path})"
+            f"{path}: {lines} lines changed, too many to show here "
+            f"(git diff {base[:12]} {tip[:12]} -- {shown(shlex.quote(change.path))})"
         )
     return None
 
@@ -81,7 +96,7 @@ def _file_line(change: FileChange) -> str:
     counts = "bin" if change.binary else f"+{change.added or 0} -{change.removed or 0}"
     if change.submodule:
         counts = "submodule"
-    name = f"{change.old_path} -> {change.path}" if change.old_path else change.path
+    name = shown(f"{change.old_path} -> {change.path}" if change.old_path else change.path)
     if change.mode_changed:
         name += f" (mode {change.old_mode} -> {change.new_mode})"
     return f"  {letter:<5}{counts:<14}{name}"
@@ -103,7 +118,9 @@ def review_text(task: Task, seen: Review, now: float | None = None) -> str:
     commits = seen.committed.commits
     lines.append(f"commits:     {len(commits)}")
     for c in commits:
-        lines.append(f"  {c.sha[:12]}  {c.subject}  ({c.author}, {age(c.at, now)} ago)")
+        lines.append(
+            f"  {c.sha[:12]}  {shown(c.subject)}  ({shown(c.author)}, {age(c.at, now)} ago)"
+        )
     files = seen.committed.files
     added = sum(f.added or 0 for f in files)
     removed = sum(f.removed or 0 for f in files)
@@ -111,8 +128,8 @@ def review_text(task: Task, seen: Review, now: float | None = None) -> str:
     lines += [_file_line(f) for f in files]
     if seen.uncommitted or seen.untracked:
         lines.append("not committed (not part of the review; finalize refuses it):")
-        lines += [f"  {p.code:<5}{p.path}" for p in seen.uncommitted]
-        lines += [f"  ??   {path}" for path in seen.untracked]
+        lines += [f"  {p.code:<5}{shown(p.path)}" for p in seen.uncommitted]
+        lines += [f"  ??   {shown(path)}" for path in seen.untracked]
     if seen.worktree_problem:
         lines.append(f"worktree:    {seen.worktree_problem}")
     return "\n".join(lines)
@@ -157,7 +174,7 @@ def conflicts_text(report: list[tuple[Repo, Radar]], targets: dict[str, str | No
                 clean += 1
                 continue
             other = o.other or f"target {targets.get(o.task_id) or '?'}"
-            why = o.check.problem or ", ".join(o.check.files)
+            why = shown(o.check.problem or ", ".join(o.check.files))
             lines.append(f"  {o.task} <-> {other}: conflict in {why}")
         total = len(radar.overlaps)
         if not total:

@@ -197,10 +197,12 @@ MIGRATIONS: Sequence[str] = (
         PRIMARY KEY (base, tip)
     );
     """,
-    # 8: whether the task's agent runs confined (bubblewrap), and why not.
+    # 8: whether the task's agent runs confined (bubblewrap), and why not; when the block
+    # that held a lease ended while processes its command started still ran.
     """
     ALTER TABLE tasks ADD COLUMN confined INTEGER;
     ALTER TABLE tasks ADD COLUMN confine_note TEXT;
+    ALTER TABLE leases ADD COLUMN ended_at REAL;
     """,
 )
 

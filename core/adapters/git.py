@@ -82,7 +82,10 @@ def run_git(
     except FileNotFoundError:
         raise GitError("git is not installed or not on PATH") from None
     if check and result.returncode != 0:
-        raise GitError(f"git {args[0]} failed: {first_line(result.stderr)}")
+        words = list(args)
+        while words[:1] == ["-c"]:  # `-c key=value` options come before the command
+            words = words[2:]
+        raise GitError(f"git {words[0] if words else ''} failed: {first_line(result.stderr)}")
     return result
 
 
@@ -222,6 +225,14 @@ def _leads_to(dotgit: Path, gitdir: Path) -> bool:
         return False
     target = Path(os.fsdecode(content[len(b"gitdir: ") :]))
     return Path(os.path.realpath(dotgit.parent / target)) == gitdir
+
+
+def symbolic_target(root: Path, ref: str) -> str | None:
+    """What `ref` points to when it is a symbolic ref (`refs/heads/alias` -> `refs/heads/main`),
+    else None."""
+    found = run_git(["symbolic-ref", "-q", ref], cwd=root, check=False)
+    named = found.stdout.decode(errors="surrogateescape").strip()
+    return named if found.returncode == 0 and named else None
 
 
 def resolve_at(path: Path, ref: str) -> str:

@@ -10,18 +10,35 @@ commands run with a timeout and never prompt.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import threading
 from pathlib import Path
 
 from laneboard.core.adapters.git import first_line, git_env, run_git
 from laneboard.core.domain.errors import GitError, LaneboardError
 
 NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
+REBASE_OPTIONS = ("--no-autostash", "--no-autosquash", "--no-update-refs", "--rebase-merges")
+"""A rebase laneboard runs: never a stash, never a reordering, never another branch moved
+(`rebase.updateRefs`), merges kept (a plain rebase drops what a merge commit itself changed)."""
 ZERO = "0" * 40
 
 
 def _git(args: list[str], cwd: Path, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
-    return run_git([*NO_HOOKS, *args], cwd=cwd, read=False, **kwargs)  # type: ignore[arg-type]
+    """git with hooks off, shielded from SIGINT, SIGTERM and SIGHUP: they are blocked while it
+    runs (the child inherits the mask, so a Ctrl-C at the terminal does not stop it half-way
+    through moving a ref or the root's files); one that came meanwhile is delivered after."""
+    shield = threading.current_thread() is threading.main_thread()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, SHIELDED) if shield else None
+    try:
+        return run_git([*NO_HOOKS, *args], cwd=cwd, read=False, **kwargs)  # type: ignore[arg-type]
+    finally:
+        if previous is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+SHIELDED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
 def identity(root: Path) -> tuple[str, str]:
@@ -99,7 +116,17 @@ def fast_forward(root: Path, old: str, new: str) -> str | None:
         root,
         check=False,
     )
-    return None if found.returncode == 0 else first_line(found.stderr or found.stdout)
+    if found.returncode == 0:
+        return None
+    said = found.stderr or found.stdout
+    named = [line.strip() for line in said.decode(errors="replace").splitlines()]
+    files = [
+        line
+        for line in named
+        if line and not line.startswith(("error:", "fatal:", "Please", "Aborting", "hint:"))
+    ]
+    more = f": {', '.join(files[:5])}" + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+    return first_line(said) + (more if files else "")
 
 
 def scratch_add(root: Path, path: Path, sha: str, reason: str) -> None:
@@ -119,7 +146,7 @@ def rebase_onto(worktree: Path, onto: str, upstream: str, tip: str, who: tuple[s
     worktree, detached), keeping each author and committing as `who`; the new tip. A conflict
     aborts the rebase there (it is laneboard's own worktree) and raises with the files."""
     found = _git(
-        ["rebase", "--no-autostash", "--no-autosquash", "--onto", onto, upstream, tip],
+        ["-c", "rebase.updateRefs=false", "rebase", *REBASE_OPTIONS, "--onto", onto, upstream, tip],
         worktree,
         env=_who(who, author=False),
         check=False,

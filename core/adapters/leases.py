@@ -53,9 +53,11 @@ def lease_from_row(row: Row) -> Lease:
 
 
 def holder_alive(lease: Lease) -> bool:
-    """The holder process, the command it started, or anything that command started in its
-    process group (or session) still runs: a background job keeps its lane."""
-    if procs.alive(lease.holder_pid, lease.holder_start):
+    """The holder process (until its block ended), the command it started, or anything that
+    command started in its process group (or session) still runs: a background job keeps its
+    lane. A holder that lives on after its block (the board, a finalize going on to its
+    cleanup) does not keep it."""
+    if lease.ended_at is None and procs.alive(lease.holder_pid, lease.holder_start):
         return True
     if lease.child_pid is not None and procs.alive(lease.child_pid, lease.child_start):
         return True
@@ -257,7 +259,10 @@ class LeaseStore:
         lease = self.get(seq)
         if remaining(lease):
             with self.database.transaction() as db:
-                db.execute("UPDATE leases SET exit_code = ? WHERE seq = ?", (exit_code, seq))
+                db.execute(
+                    "UPDATE leases SET exit_code = ?, ended_at = ? WHERE seq = ?",
+                    (exit_code, time.time(), seq),
+                )
             return
         self.release(seq, reason, exit_code)
 
@@ -536,12 +541,20 @@ def hold(
     the lane (the same lane, or the repo's root lane) the block runs under it; if it conflicts
     without covering it (asking for the root lane from inside a worktree lane), waiting would
     wait for itself forever, so it is refused at once. Inside a block of this process's own
-    (`parent`), the new lease nests in that one: the two never conflict.
+    (`parent`), or inside another lease of the repo that does not cover it, the new lease
+    nests in that one: the two never conflict, and it takes no slot of its own.
     """
     outer = store.reentry(repo_id, lane, command)
     if outer is not None:
         yield Held(outer, store, inherited=True)
         return
+    nest = None if parent is None or parent.inherited else parent.lease.seq
+    if nest is None:
+        # A command running under a lease of this repo (a gate calling `exec --lane other`)
+        # runs in that lease's turn and slot: queueing it behind the cap its own outer lease
+        # fills would wait for itself.
+        around = store.outer()
+        nest = around.seq if around is not None and around.repo_id == repo_id else None
     with Waker(store.wake_dir) as waker:
         lease = store.request(
             repo_id=repo_id,
@@ -550,7 +563,7 @@ def hold(
             command=command,
             repo_cap=repo_cap,
             wake=str(waker.path),
-            parent=None if parent is None or parent.inherited else parent.lease.seq,
+            parent=nest,
         )
         try:
             lease = store.wait(lease, waker, timeout=timeout, on_wait=on_wait, cancel=cancel)

@@ -269,15 +269,22 @@ def start_gated(
 
 
 def stop_group(proc: subprocess.Popen[bytes], grace: float = 5.0) -> None:
-    """End a command started by `start_gated` and everything in its session: SIGTERM, then
-    SIGKILL after `grace` seconds."""
-    import subprocess
+    """End a command started by `start_gated` and everything in its session (its process
+    group): SIGTERM, then SIGKILL to what is left after `grace` seconds. Returns once the group
+    is empty, not merely its leader: a member that takes its time to quit still counts."""
+    import time
 
     for signum in (signal.SIGTERM, signal.SIGKILL):
-        with suppress(ProcessLookupError):
-            os.killpg(proc.pid, signum)
         try:
-            proc.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+            os.killpg(proc.pid, signum)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            proc.poll()  # reap the leader, so that it does not count as a member
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.02)
+    proc.poll()

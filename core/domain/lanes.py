@@ -253,7 +253,10 @@ class Lease:
     sid: int | None = None
     """The session the command was started in, when it got one of its own (no terminal)."""
     parent: int | None = None
-    """The running lease of the same holder this one nests in (it does not conflict with it)."""
+    """The running lease this one nests in (it does not conflict with it)."""
+    ended_at: float | None = None
+    """When the holder's block ended while processes of its command still ran: from then on
+    only those processes keep the lease, not the holder."""
 
     @property
     def is_root(self) -> bool:

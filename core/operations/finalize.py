@@ -35,7 +35,7 @@ from typing import Any
 
 from laneboard.core.adapters import faults, history
 from laneboard.core.adapters.config import state_dir
-from laneboard.core.adapters.git import run_git
+from laneboard.core.adapters.git import run_git, symbolic_target
 from laneboard.core.adapters.integrate import (
     ZERO,
     RebaseConflict,
@@ -62,6 +62,7 @@ from laneboard.core.domain.runtime import Runtime, agent_processes, pane_of
 from laneboard.core.domain.values import value
 from laneboard.core.operations.facts import branch_uses
 from laneboard.core.operations.provision import describe
+from laneboard.core.operations.rebase import refuse_merges
 from laneboard.core.operations.setup import failure, run_logged
 
 STRATEGIES = ("merge", "squash", "rebase")
@@ -130,6 +131,12 @@ def plan(
         raise LaneboardError(f"{task.name} has no target branch: give --into BRANCH")
     if ctx.git.branch_tip(target) is None:
         raise LaneboardError(f"target branch {target!r} does not exist in {ctx.root}")
+    alias = symbolic_target(ctx.root, f"refs/heads/{target}")
+    if alias is not None:
+        raise LaneboardError(
+            f"target {target} is a symbolic ref to {alias}; name the branch itself "
+            f"(--into {alias.removeprefix('refs/heads/')})"
+        )
     if target == task.branch:
         raise LaneboardError(f"{task.name}: cannot integrate branch {target} into itself")
     into_root = checked_out_in_root(ctx, target)
@@ -318,15 +325,27 @@ class Integration:
         if self.ctx.git.is_ancestor(old, reviewed):
             return reviewed  # a rebase onto its own base is the branch itself
         base = history.merge_base(root, old, reviewed) or old
+        try:
+            refuse_merges(self.ctx, self.task, old, reviewed)
+        except LaneboardError as err:
+            raise Stopped(str(err)) from None
         self.make_scratch(old)
         try:
-            return rebase_onto(scratch_path(self.task), old, base, reviewed, who)
+            rebased = rebase_onto(scratch_path(self.task), old, base, reviewed, who)
         except RebaseConflict as conflict:
             raise Stopped(
                 f"{self.task.name} conflicts with {self.chosen.target} when rebased, in "
                 f"{', '.join(conflict.files)}; target and root are untouched",
                 tuple(conflict.files),
             ) from None
+        if tree_of(root, rebased) != tree:
+            # Replaying commit by commit resolved something differently from merging the
+            # reviewed tip: it would not land exactly the reviewed content.
+            raise Stopped(
+                f"{self.task.name}: rebased onto {self.chosen.target}, its commits do not add up "
+                "to the reviewed content merged into the target; use --strategy merge or squash"
+            )
+        return rebased
 
     # --- the scratch worktree and the gate ------------------------------------------------------
 
@@ -398,7 +417,14 @@ class Integration:
         log = state_dir() / "logs" / self.task.id / f"gate-{int(time.time())}.log"
         self._journal("gate.started", {"command": argv, "sha": new, "log": str(log)})
         data = run_logged(
-            self.ctx, self.task, self.held, argv, self.verified_scratch(), log, "gate command"
+            self.ctx,
+            self.task,
+            self.held,
+            argv,
+            self.verified_scratch(),
+            log,
+            "gate command",
+            leftovers=True,
         )
         data["sha"] = new
         faults.checkpoint("finalize.after_gate")
@@ -408,13 +434,13 @@ class Integration:
         self._journal("gate.passed", data)
 
     def remove_scratch(self) -> None:
-        """Remove the scratch worktree, only once it verifies as the one laneboard made."""
-        if self.pinned is None:
+        """Remove the scratch worktree, only once it verifies as the one laneboard made (or,
+        when its directory is gone, its registration carries this task's lock)."""
+        if self.pinned is None and not scratch_left(self.ctx, self.task):
             return
-        path = self.verified_scratch()
-        scratch_remove(self.ctx.root, path)
+        drop_scratch(self.ctx, self.task, self.pinned)
         self.pinned = None
-        self._journal("scratch.removed", {"path": str(path)})
+        self._journal("scratch.removed", {"path": str(scratch_path(self.task))})
 
     # --- moving the target -----------------------------------------------------------------------
 
@@ -465,8 +491,9 @@ class Integration:
     def stop(self, stop: Stopped) -> None:
         """Put things back after a stop: the scratch worktree goes, the task returns to
         review with the reason (and conflicting files) journalled."""
+        kept = None
         try:
-            if self.pinned is not None and self.held is not None:
+            if self.pinned is not None or scratch_left(self.ctx, self.task):
                 with self.ctx.lane(
                     self.ledger,
                     None,
@@ -476,15 +503,15 @@ class Integration:
                 ):
                     self.remove_scratch()
         except LaneboardError as err:
-            stop.details.append(f"the scratch worktree stays: {err} (`laneboard doctor --fix`)")
-            return
+            kept = f"{err}; remove it yourself before the next finalize"
+            stop.details.append(f"the scratch worktree stays: {kept}")
         self.ledger.update_task(
             self.task.id,
             actor=self.actor,
             kind="finalize.stopped",
             state=TaskState.READY_FOR_REVIEW,
             settled=True,
-            data={"reason": str(stop), "files": list(stop.files)},
+            data={"reason": str(stop), "files": list(stop.files), "scratch_kept": kept},
         )
 
 
@@ -527,35 +554,22 @@ def settle(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor, *, reason
     scratch = next(
         (e for e in reversed(ledger.events(task.id)) if e.kind == "scratch.created"), None
     )
-    path = scratch_path(task)
-    if os.path.lexists(path):
-        # Pinned when the journal got that far; else (a crash right after `git worktree add`)
-        # it must carry this task's lock reason.
-        pinned = None
-        if scratch is not None and scratch.seq > intent.seq:
-            pinned = Identity(**scratch.data["identity"])
-        seen = verify_worktree(
-            path,
-            area=Path(task.area),
-            common_dir=ctx.common_dir,
-            admin_name=None,
-            identity=pinned,
+    pinned = None
+    if scratch is not None and scratch.seq > intent.seq:
+        pinned = Identity(**scratch.data["identity"])
+    if scratch_left(ctx, task):
+        with ctx.lane(ledger, None, LeaseKind.INTEGRATE, ["git", "worktree", "remove"]):
+            drop_scratch(ctx, task, pinned)
+        ledger.append_event(
+            task.id, ctx.repo.id, "scratch.removed", actor, {"path": str(scratch_path(task))}
         )
-        lock = ctx.common_dir / "worktrees" / (seen.admin_name or "?") / "locked"
-        if not seen.ok or (pinned is None and _read(lock) != scratch_reason(task)):
-            raise LaneboardError(
-                f"{path} is not the scratch worktree laneboard made ({seen}); left alone"
-            )
-        with ctx.lane(ledger, None, LeaseKind.INTEGRATE, ["git", "worktree", "remove", str(path)]):
-            scratch_remove(ctx.root, path)
-        ledger.append_event(task.id, ctx.repo.id, "scratch.removed", actor, {"path": str(path)})
     results = [
         e for e in ledger.events(task.id) if e.kind == "finalize.result" and e.seq > intent.seq
     ]
     ctx.git.refresh()
     now = ctx.git.branch_tip(intent.data["target"])
     for result in reversed(results):
-        if now == result.data["new"]:
+        if now is not None and ctx.git.is_ancestor(result.data["new"], now):
             ledger.append_event(
                 task.id,
                 ctx.repo.id,
@@ -577,6 +591,49 @@ def settle(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor, *, reason
         settled=True,
         data={"reason": reason, "target": intent.data["target"], "target_now": now},
     )
+
+
+def scratch_left(ctx: RepoContext, task: Task) -> bool:
+    """The task's scratch worktree is there: its directory, or git's registration of it."""
+    path = scratch_path(task)
+    return os.path.lexists(path) or _admin_of(ctx, path) is not None
+
+
+def _admin_of(ctx: RepoContext, path: Path) -> Path | None:
+    """The admin dir under `<common>/worktrees/` whose `gitdir` names `path`'s `.git`."""
+    want = os.path.join(os.path.abspath(path), ".git")
+    for admin in sorted((ctx.common_dir / "worktrees").glob("*")):
+        if _read(admin / "gitdir") == want:
+            return admin
+    return None
+
+
+def drop_scratch(ctx: RepoContext, task: Task, pinned: Identity | None) -> None:
+    """Remove the task's scratch worktree: a directory only when it verifies (against `pinned`,
+    or, before it was pinned, by carrying this task's lock reason); a registration whose
+    directory is gone (a gate deleted it) only when it carries this task's lock reason.
+    Anything else is left alone and refused. Must run under a root lease."""
+    path = scratch_path(task)
+    if os.path.lexists(path):
+        seen = verify_worktree(
+            path,
+            area=Path(task.area),
+            common_dir=ctx.common_dir,
+            admin_name=None,
+            identity=pinned,
+        )
+        lock = ctx.common_dir / "worktrees" / (seen.admin_name or "?") / "locked"
+        if not seen.ok or (pinned is None and _read(lock) != scratch_reason(task)):
+            raise LaneboardError(
+                f"{path} is not the scratch worktree laneboard made ({seen}); left alone"
+            )
+    else:
+        admin = _admin_of(ctx, path)
+        if admin is None:
+            return
+        if _read(admin / "locked") != scratch_reason(task):
+            raise LaneboardError(f"{admin} is not laneboard's scratch registration; left alone")
+    scratch_remove(ctx.root, path)
 
 
 def _read(path: Path) -> str | None:

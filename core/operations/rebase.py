@@ -4,15 +4,19 @@ worktree and under its worktree lane (so no lane command runs there meanwhile).
 The agent must be paused, gone, or idle: a rebase under a working agent rewrites files it is
 editing. A conflict is left exactly where git stopped, for the operator or the agent to resolve
 (`git rebase --continue`) or abandon (`git rebase --abort`); laneboard never aborts it. The
-reviewed SHA is not moved: the branch changed, so finalize asks for a new review.
+reviewed SHA is not moved: the branch changed, so finalize asks for a new review. A branch that
+holds merge commits is refused (a rebase redoes them and can drop what they changed); no other
+branch moves (`--no-update-refs`); the branch's tip before the rebase stays reachable as
+`refs/laneboard/rebased/<task id>/<sha>`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from laneboard.core.adapters import history
 from laneboard.core.adapters.git import first_line, run_git
-from laneboard.core.adapters.integrate import NO_HOOKS, identity
+from laneboard.core.adapters.integrate import NO_HOOKS, REBASE_OPTIONS, ZERO, identity, update_ref
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.agents import AgentState
@@ -44,7 +48,7 @@ def rebase(
             )
     identity(ctx.root)
     worktree = Path(task.worktree_path)
-    argv = ["git", "rebase", "--no-autostash", "--no-autosquash", onto]
+    argv = ["git", "-c", "rebase.updateRefs=false", "rebase", *REBASE_OPTIONS, onto]
     with ctx.lane(ledger, task.id, LeaseKind.REBASE, argv):
         verdict = ctx.verify(task)
         if not verdict.ok:
@@ -54,6 +58,12 @@ def rebase(
         if busy:
             raise LaneboardError(f"{task.name}: a {busy[0]} is in progress in {worktree}")
         old = ctx.git.branch_tip(task.branch)
+        if old is None:
+            raise LaneboardError(f"{task.name}: branch {task.branch} is gone")
+        refuse_merges(ctx, task, onto, old)
+        # The commits before the rebase stay reachable (a rebase rewrites them away).
+        kept = f"refs/laneboard/rebased/{task.id}/{old}"
+        update_ref(ctx.root, kept, old, ZERO, f"laneboard: before rebase of {task.id}")
         done = run_git([*NO_HOOKS, *argv[1:]], cwd=worktree, read=False, check=False)
         in_progress = admin is not None and operations_in(admin)
         if done.returncode != 0 and not in_progress:
@@ -68,12 +78,29 @@ def rebase(
                 ctx.repo.id,
                 "rebase.stopped",
                 actor,
-                {"onto": onto, "old": old, "files": list(files)},
+                {"onto": onto, "old": old, "kept": kept, "files": list(files)},
             )
             return ledger.task(task.id), files or ("(see git status)",)
     ctx.git.refresh()
     new = ctx.git.branch_tip(task.branch)
     ledger.append_event(
-        task.id, ctx.repo.id, "rebase.done", actor, {"onto": onto, "old": old, "new": new}
+        task.id,
+        ctx.repo.id,
+        "rebase.done",
+        actor,
+        {"onto": onto, "old": old, "new": new, "kept": kept},
     )
     return ledger.task(task.id), ()
+
+
+def refuse_merges(ctx: RepoContext, task: Task, onto: str, tip: str) -> None:
+    """A rebase redoes merge commits by merging again, which drops whatever a merge commit
+    itself changed (a resolution, an amendment): a branch that holds merges is not rebased."""
+    base = history.merge_base(ctx.root, onto, tip) or onto
+    merges = run_git(["rev-list", "--merges", f"{base}..{tip}"], cwd=ctx.root).stdout.split()
+    if merges:
+        raise LaneboardError(
+            f"{task.name}: its branch holds {len(merges)} merge commit(s) (the newest "
+            f"{merges[0].decode()[:12]}); a rebase could drop what they changed: use "
+            "`finalize --merge` (strategy merge or squash) instead"
+        )

@@ -85,6 +85,9 @@ def mark(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> tuple[Ta
     part of it: they are recorded with the mark, and finalize refuses them until committed."""
     if not task.live:
         raise LaneboardError(f"task {task.name} is {task.state.value}; it has been retired")
+    ctx.git.refresh()
+    if ctx.git.branch_tip(task.branch) is None:
+        raise LaneboardError(f"{task.name}: branch {task.branch} is gone; there is no tip to mark")
     seen = review(ctx, ledger, task)
     now = time.time()
     marked = ledger.update_task(

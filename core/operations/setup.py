@@ -79,11 +79,14 @@ def run_logged(
     cwd: Path,
     log: Path,
     what: str = "setup command",
+    *,
+    leftovers: bool = False,
 ) -> dict[str, Any]:
     """Run `argv` in `cwd` as the command of `held` (a setup or a gate), its output going to
     `log` and, as it comes, to `ctx.on_output`; stopped (its whole group) when `ctx.cancel` is
-    set or the caller is interrupted. Returns what the journal keeps: the command, exit code
-    (128+N for signal N), the output's tail and the log's path."""
+    set or the caller is interrupted; with `leftovers`, whatever it left running in its group
+    is stopped when it exits (a gate's stray test servers). Returns what the journal keeps: the
+    command, exit code (128+N for signal N), the output's tail and the log's path."""
     env = {
         **os.environ,
         **ctx.settings.env,
@@ -117,6 +120,8 @@ def run_logged(
         except BaseException:
             stop_group(proc)  # interrupted or cancelled: the command goes too
             raise
+        if leftovers:
+            stop_group(proc)
         stream()
     code = code if code >= 0 else 128 - code
     held.exit_code = code

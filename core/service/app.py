@@ -24,7 +24,13 @@ from pathlib import Path
 
 from laneboard.core.adapters.config import load_settings, state_dir
 from laneboard.core.adapters.db import default_path
-from laneboard.core.adapters.git import GitRepo, NotARepository, discover, resolve_at
+from laneboard.core.adapters.git import (
+    GitRepo,
+    NotARepository,
+    discover,
+    resolve_at,
+    symbolic_target,
+)
 from laneboard.core.adapters.leases import Cancel, LeaseStore
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import NotRegistered, RepoContext
@@ -80,6 +86,9 @@ def target_branch(
             return None  # an unborn root branch: no target yet, as before
         source = "--target" if given else "config target"
         raise LaneboardError(f"{source} {branch!r} is not a local branch of {root}")
+    alias = symbolic_target(root, f"refs/heads/{branch}")
+    if alias is not None:
+        raise LaneboardError(f"target {branch} is a symbolic ref to {alias}; name that branch")
     return branch
 
 

