@@ -146,7 +146,7 @@ def rebase_onto(worktree: Path, onto: str, upstream: str, tip: str, who: tuple[s
     worktree, detached), keeping each author and committing as `who`; the new tip. A conflict
     aborts the rebase there (it is laneboard's own worktree) and raises with the files."""
     found = _git(
-        ["-c", "rebase.updateRefs=false", "rebase", *REBASE_OPTIONS, "--onto", onto, upstream, tip],
+        ["rebase", *REBASE_OPTIONS, "--onto", onto, upstream, tip],
         worktree,
         env=_who(who, author=False),
         check=False,

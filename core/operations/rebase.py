@@ -48,7 +48,7 @@ def rebase(
             )
     identity(ctx.root)
     worktree = Path(task.worktree_path)
-    argv = ["git", "-c", "rebase.updateRefs=false", "rebase", *REBASE_OPTIONS, onto]
+    argv = ["git", "rebase", *REBASE_OPTIONS, onto]
     with ctx.lane(ledger, task.id, LeaseKind.REBASE, argv):
         verdict = ctx.verify(task)
         if not verdict.ok:

@@ -576,15 +576,15 @@ def test_rebase_refuses_merges_and_moves_no_other_branch_and_keeps_the_old_tip(
     with open(isolated_env / ".gitconfig", "a") as config:
         config.write("[rebase]\n\tupdateRefs = true\n")
     _branch_with_a_merge(repo, cli)
-    commit(repo, "main.txt", "m\n", "main moves")
-    refused = cli("rebase", "m")
-    assert refused.code == 1 and "merge commit" in refused.err
     assert cli("new", "r", "--no-start").code == 0
     w = repo / ".worktrees" / "r"
     commit(w, "one.txt", "1\n", "one")
     git(w, "branch", "mybackup")
     old = commit(w, "two.txt", "2\n", "two")
     backup = git(repo, "rev-parse", "mybackup")
+    commit(repo, "main.txt", "m\n", "main moves")
+    refused = cli("rebase", "m")
+    assert refused.code == 1 and "merge commit" in refused.err
     done = cli("rebase", "r")
     assert done.code == 0, done.err
     assert (w / "main.txt").exists() and (w / "two.txt").exists()
@@ -718,3 +718,15 @@ def test_integration_git_commands_finish_before_a_ctrl_c_takes_effect(
     finally:
         timer.cancel()
     assert done.exists()  # git ran to its end; the interrupt came after it
+
+
+def test_a_lease_whose_block_ended_is_kept_only_by_what_its_command_left_running(
+    repo: Path, cli
+) -> None:  # type: ignore[no-untyped-def]
+    # In-process, as the board runs: the holder lives on after its block. The setup's
+    # background `sleep` keeps the task's lane until it ends, then the discard's root lease
+    # gets in; the living holder must not keep the lane forever.
+    (repo / ".laneboard.toml").write_text("[provision]\nsetup = 'sleep 2 & exit 0'\n")
+    assert cli("new", "a", "--no-start").code == 0
+    gone = cli("discard", "a")
+    assert gone.code == 0, gone.err
