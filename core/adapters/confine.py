@@ -203,7 +203,9 @@ def confined_argv(
     """`argv` as it runs under the repo's policy: wrapped in bwrap (and `env` told so) when
     confined; unchanged otherwise. A command already confined for this task (a lane command
     from its confined pane) runs as it is. `Decision.refused`: the caller must not run it."""
-    if os.environ.get(CONFINED_ENV) == task_id:
+    if os.environ.get(CONFINED_ENV) == task_id and not os.access(paths.root, os.W_OK):
+        # Already inside this task's confinement (a lane command from its pane): the variable
+        # alone proves nothing, the read-only root does.
         return argv, Decision(True, "confined by its pane")
     found = probe(state) if mode != Mode.OFF.value else Probe(False)
     decision = decide(Mode(mode), found)

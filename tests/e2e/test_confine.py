@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import git
+from tests.conftest import REPO_ROOT, git
 from tests.procs import started
 
 
@@ -315,3 +316,21 @@ def test_a_bwrap_that_does_not_confine_is_not_trusted(
     (tasks / ".laneboard.toml").write_text('[confine]\nmode = "required"\n')
     refused = cli("exec", "--lane", "a", "--", "true")
     assert refused.code == 1 and "bwrap does not work here" in refused.err
+
+
+def test_the_confined_variable_alone_does_not_skip_confinement(
+    tasks: Path, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    task_id = json.loads(cli("show", "a", "--json").out)["id"]
+    monkeypatch.setenv("LANEBOARD_CONFINED", task_id)  # as a stray parent could set it
+    code, err = inside(cli, "a", f"echo x >> {tasks}/README.md")
+    assert code != 0 and "Read-only file system" in err
+
+
+def test_a_lane_command_from_a_confined_command_is_not_confined_twice(tasks: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    nested = (
+        f"{sys.executable} -P -m laneboard exec --lane a -- sh -c 'echo x >> {tasks}/README.md'"
+    )
+    code, err = inside(cli, "a", f"PYTHONPATH={REPO_ROOT} {nested}")
+    assert code != 0 and "Read-only file system" in err
+    assert err.count("runs unconfined") == 0
