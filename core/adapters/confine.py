@@ -11,6 +11,7 @@ read. Imports nothing heavy: it is on the path of every `laneboard exec`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -28,6 +29,7 @@ from laneboard.core.domain.confine import (
     bwrap_argv,
     decide,
 )
+from laneboard.core.domain.values import replace
 
 FIX = {
     "uid map": "unprivileged user namespaces are refused (on Ubuntu 23.10+ by AppArmor: "
@@ -85,14 +87,19 @@ def guard_dir(state: Path) -> Path | None:
             return directory
     except OSError:
         pass
-    directory.mkdir(parents=True, exist_ok=True)
-    partial = directory / f".git.{os.getpid()}"
-    partial.write_text(script)
-    partial.chmod(0o755)
-    os.replace(partial, guard)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        partial = directory / f".git.{os.getpid()}"
+        partial.write_text(script)
+        partial.chmod(0o755)
+        os.replace(partial, guard)
+    except OSError:  # read-only here (inside another task's confinement): use it as it is
+        return directory if guard.exists() else None
     return directory
 
 
+PROTECTED = ("cache", "confine", "hooks", "shims", "agents")
+"""Parts of the state dir a confined command may read but not write (`Layout.protected`)."""
 BWRAP_ENV = "LANEBOARD_BWRAP"
 """The bwrap to use (a path or a name on PATH); default `bwrap`."""
 
@@ -119,15 +126,20 @@ def probe(state: Path) -> Probe:
     cache = _cache_file(state)
     try:
         known = json.loads(cache.read_text())
-        if known.get("key") == key:
-            return Probe(bool(known["works"]), bwrap, known.get("reason"))
+        works = known["works"] if isinstance(known, dict) and known.get("key") == key else None
+        if isinstance(works, bool):
+            reason = known.get("reason")
+            return Probe(works, bwrap, reason if isinstance(reason, str) else None)
     except (OSError, ValueError, KeyError):
-        pass
+        pass  # missing or damaged: probe again
     found = _try(bwrap)
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    partial = cache.with_name(f".confine.{os.getpid()}.json")
-    partial.write_text(json.dumps({"key": key, "works": found.works, "reason": found.reason}))
-    os.replace(partial, cache)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        partial = cache.with_name(f".confine.{os.getpid()}.json")
+        partial.write_text(json.dumps({"key": key, "works": found.works, "reason": found.reason}))
+        os.replace(partial, cache)
+    except OSError:
+        pass  # only a cache (read-only inside confinement): the probe simply runs again
     return found
 
 
@@ -212,9 +224,27 @@ def confined_argv(
     if not decision.confined or found.bwrap is None:
         return argv, decision
     env[CONFINED_ENV] = task_id
+    own_config = Path(paths.admin_dir) / "config.worktree"
+    if not own_config.exists():
+        with contextlib.suppress(OSError):  # empty: no setting; read-only once mounted
+            own_config.touch()
     guards = guard_dir(state)
     if guards is not None:
         env["PATH"] = f"{guards}{os.pathsep}{env.get('PATH', os.defpath)}"
         if os.path.basename(argv[0]) == "git":
             argv = [str(guards / "git"), *argv[1:]]
+    from laneboard.core.adapters.config import config_dir
+
+    user = config_dir()
+    if os.path.realpath(user) == os.path.realpath(state):
+        user = user / "config.toml"  # next to the ledger: only the file, made if missing
+        if not user.exists():
+            with contextlib.suppress(OSError):
+                user.touch()
+    else:
+        with contextlib.suppress(OSError):
+            user.mkdir(parents=True, exist_ok=True)
+    kept = [state / name for name in PROTECTED] + [user, own_config]
+    protected = tuple(os.path.realpath(p) for p in kept if os.path.lexists(p))
+    paths = replace(paths, protected=protected)
     return bwrap_argv(found.bwrap, paths, argv), decision

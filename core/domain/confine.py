@@ -13,9 +13,11 @@ the worktree area when it lies outside the root, the common git dir when it lies
 root, and every other registered worktree elsewhere. On top of those, writable again: the
 task's own worktree, the common dir's `objects/`, `refs/` and `logs/`, and the task's own admin
 dir (what commit, branch, tag and fetch write). So `config`, `hooks/`, `info/`, `packed-refs`
-and every other admin dir stay read-only. A guard against mistakes and stray writes, not a
-security boundary: a determined process can reach the same files through other means (another
-tmux pane, a daemon it talks to).
+and every other admin dir stay read-only; so do the parts of laneboard's state dir that decide
+how later commands run (`Layout.protected`), while the ledger, lane wake-ups, event files and
+logs stay writable (a lane command or hook inside writes them). A guard against mistakes and
+stray writes, not a security boundary: a determined process can reach the same files through
+other means (another tmux pane, a daemon it talks to, the ledger it may write).
 
 Signals: bwrap waits for its command but does not pass signals on, so it is started with
 SIGHUP, SIGINT, SIGQUIT and SIGTERM ignored and the command is started by
@@ -74,6 +76,12 @@ class Layout:
     admin_dir: str
     other_worktrees: tuple[str, ...] = ()
     """Every other registered worktree of the repo (the root excluded)."""
+    protected: tuple[str, ...] = ()
+    """Files and directories kept read-only on top of everything else: laneboard's own state
+    that decides how later commands run (its config cache, the probe's verdict, the git guard,
+    hooks, shims, agents' settings, the user's config file) and the task's own
+    `config.worktree` (which `extensions.worktreeConfig` would let it fill with
+    `core.fsmonitor` for the next git run there, yours included)."""
 
 
 def _inside(path: str, parent: str) -> bool:
@@ -107,6 +115,8 @@ def bwrap_argv(bwrap: str, layout: Layout, argv: Sequence[str]) -> list[str]:
         mounts += ["--ro-bind", tree, tree]
     for tree in writable(layout):
         mounts += ["--bind-try", tree, tree]
+    for path in layout.protected:
+        mounts += ["--ro-bind-try", path, path]
     return [
         "/bin/sh",
         "-c",

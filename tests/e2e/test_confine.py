@@ -37,6 +37,8 @@ def snapshot(paths: list[Path]) -> dict[str, bytes | None]:
 def tasks(repo: Path, cli) -> Path:  # type: ignore[no-untyped-def]
     for name in ("a", "b"):
         assert cli("new", name, "--no-start").code == 0
+    # A first confined run prepares what stays read-only (the task's empty config.worktree).
+    assert cli("exec", "--lane", "a", "--", "true").code == 0
     (repo / ".git" / "hooks").mkdir(exist_ok=True)
     (repo / ".git" / "hooks" / "existing").write_text("#!/bin/sh\n")
     return repo
@@ -334,3 +336,50 @@ def test_a_lane_command_from_a_confined_command_is_not_confined_twice(tasks: Pat
     code, err = inside(cli, "a", f"PYTHONPATH={REPO_ROOT} {nested}")
     assert code != 0 and "Read-only file system" in err
     assert err.count("runs unconfined") == 0
+
+
+def test_laneboards_own_state_that_decides_later_runs_is_read_only_inside(tasks: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    repo = tasks
+    (repo / ".laneboard.toml").write_text('[confine]\nmode = "required"\n')
+    assert cli("exec", "--lane", "a", "--", "true").code == 0  # caches config and probe
+    state = Path(os.environ["LANEBOARD_HOME"])
+    for target in ("cache/confine.json", "confine/bin/git", "config.toml"):
+        code, err = inside(cli, "a", f"echo tampered >> {state / target}")
+        assert code != 0 and "Read-only file system" in err, target
+    code, err = inside(
+        cli, "a", f"for f in {state}/cache/config/*; do echo '{{}}' > $f || exit 1; done"
+    )
+    assert code != 0 and "Read-only file system" in err
+    code, _ = inside(cli, "a", f"echo x >> {repo}/README.md")
+    assert code != 0  # still confined, still required
+    assert cli("exec", "--lane", "a", "--", "sh", "-c", "echo ok > own.txt").code == 0
+
+
+def test_a_task_cannot_plant_fsmonitor_for_git_runs_outside_its_confinement(
+    tasks: Path, cli
+) -> None:  # type: ignore[no-untyped-def]
+    repo = tasks
+    git(repo, "config", "extensions.worktreeConfig", "true")
+    planted = repo.parent / "PWNED"
+    code, _ = inside(cli, "a", f"git config --worktree core.fsmonitor 'touch {planted}; false'")
+    assert code != 0  # config.worktree is mounted read-only (git cannot rename over it)
+    assert (repo / ".git" / "worktrees" / "a" / "config.worktree").read_text() == ""
+    assert cli("ls").code == 0 and cli("review", "a").code == 0
+    assert not planted.exists()
+
+
+def test_a_damaged_probe_cache_is_probed_again(tasks: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    cache = Path(os.environ["LANEBOARD_HOME"]) / "cache" / "confine.json"
+    key = json.loads(cache.read_text())["key"]
+    damaged = [
+        "[1]",
+        "null",
+        '{"key": 1, "works": "false"}',
+        "{",
+        json.dumps({"key": key, "works": 0}),
+    ]
+    for text in damaged:
+        cache.write_text(text)
+        done = cli("exec", "--lane", "a", "--", "true")
+        assert done.code == 0, done.err
+        assert "unconfined" not in done.err, text
