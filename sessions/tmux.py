@@ -248,7 +248,8 @@ class TmuxRuntime:
             self._cmd(
                 "set-option", "-w", "-t", pane_id, "remain-on-exit", "on", SEP,
                 "set-option", "-p", "-t", pane_id, "@lb_task", spec.task_id or "", SEP,
-                "respawn-pane", "-k", "-t", pane_id, "-c", spec.cwd, *env, *_direct(spec.argv),
+                "respawn-pane", "-k", "-t", pane_id, "-c", spec.cwd, *env,
+                *_direct(_with_path(spec.argv, spec.env)),
             )  # fmt: skip
         except TmuxError:
             if spec.pane is None:
@@ -357,13 +358,23 @@ class TmuxRuntime:
         args: list[str] = []
         for key, val in env.items():
             args += ["-e", f"{key}={val}"]
+        shell = [os.environ.get("SHELL") or "/bin/sh"]
         made = self._cmd(
             "new-window", "-a", "-P", "-F", "#{pane_id}", "-t", window,
-            "-n", f"{name}-shell", "-c", cwd, *args,
+            "-n", f"{name}-shell", "-c", cwd, *args, *_direct(_with_path(shell, env)),
         )  # fmt: skip
         pane_id = made[0]
         self._cmd("set-option", "-p", "-t", pane_id, "@lb_shell_for", beside.pane_id)
         return PaneRef(pane_id, self.socket_path)
+
+
+def _with_path(argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    """`argv` with `env`'s PATH set by `env` itself: tmux takes a pane's PATH from the server's
+    environment whatever `-e PATH=...` says (measured on tmux 3.3a), so the task's shims and
+    the confined git guard would not be first on it."""
+    if "PATH" not in env:
+        return list(argv)
+    return ["env", f"PATH={env['PATH']}", *argv]
 
 
 def _direct(argv: Sequence[str]) -> list[str]:

@@ -113,7 +113,12 @@ def test_the_panes_environment_names_the_task_and_turns_off_repository_maintenan
     env = eventually(lambda: dump.exists() and json.loads(dump.read_text() or "{}"), "env dump")
     assert env["LANEBOARD_TASK"] == show(cli, "t")["id"]
     assert env["LANEBOARD_REPO"] == str(repo)
-    assert env["PATH"].split(os.pathsep)[0].endswith("/bin")
+    task_id = show(cli, "t")["id"]
+    first = env["PATH"].split(os.pathsep)
+    # (Confined) the git guard first, then the task's lane shims: tmux itself ignores a
+    # pane's PATH, so this fails unless laneboard sets it on the command.
+    assert first[0].endswith("/confine/bin")
+    assert first[1].endswith(f"/shims/{task_id}/bin")
     pairs = {
         env[f"GIT_CONFIG_KEY_{n}"]: env[f"GIT_CONFIG_VALUE_{n}"]
         for n in range(int(env["GIT_CONFIG_COUNT"]))
