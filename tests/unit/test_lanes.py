@@ -262,7 +262,16 @@ class Cancel:
     """Index (modulo) into the waiting leases; a no-op when nothing waits."""
 
 
-Event = Arrive | Finish | Cancel
+@dataclass(frozen=True)
+class Nest:
+    """A lease asked for inside a running one (an integration's brief root lease, a gate's
+    `exec --lane`): `pick` chooses the parent among the running leases (a no-op when none)."""
+
+    pick: int
+    lane: str | None
+
+
+Event = Arrive | Finish | Cancel | Nest
 
 
 @dataclass(frozen=True)
@@ -327,6 +336,11 @@ def simulate(schedule: Schedule) -> Trace:
                 running.pop(pick % len(running))
             case Cancel(pick) if waiting:
                 cancelled.add(waiting.pop(pick % len(waiting)).seq)
+            case Nest(pick, lane) if running:
+                parent = running[pick % len(running)]
+                lease = C(len(arrived) + 1, parent.repo_id, lane, parent=parent.seq)
+                arrived.append(lease)
+                waiting.append(lease)
         admission_pass()
 
     # Drain: no new arrivals; the oldest running lease finishes, then a pass runs. Each round ends
@@ -356,6 +370,17 @@ schedules = st.builds(
     events=st.lists(events, max_size=40),
 )
 board = settings(max_examples=250, deadline=None)
+nested_events = st.one_of(
+    events,
+    st.builds(Nest, st.integers(0, 7), st.sampled_from(LANES)),
+    st.builds(Nest, st.integers(0, 7), st.sampled_from(LANES)),
+)
+nested_schedules = st.builds(
+    Schedule,
+    slots=st.integers(1, 4),
+    repo_cap=st.none() | st.integers(1, 2),
+    events=st.lists(nested_events, max_size=40),
+)
 
 
 def _conflicting_earlier(lease: C, leases: Sequence[C]) -> list[C]:
@@ -504,3 +529,59 @@ def test_every_wait_names_a_true_reason(schedule: Schedule) -> None:
                     assert not blockers and not ahead and wait.other is None
                     assert len(seen) < schedule.slots
                     assert schedule.repo_cap is not None and in_repo >= schedule.repo_cap
+
+
+# --- nested leases ----------------------------------------------------------------------------
+
+
+@board
+@given(nested_schedules)
+def test_with_nested_leases_only_a_lease_and_its_parent_may_conflict_and_run(
+    schedule: Schedule,
+) -> None:
+    """(N1) Safety with nesting: two running leases conflict only when one is the other's
+    parent."""
+    for step in simulate(schedule).steps:
+        for i, a in enumerate(step.running):
+            for b in step.running[i + 1 :]:
+                family = a.parent == b.seq or b.parent == a.seq
+                assert family or not (
+                    a.repo_id == b.repo_id
+                    and (a.lane is None or b.lane is None or a.lane == b.lane)
+                ), f"#{a.seq} and #{b.seq} run together"
+
+
+@board
+@given(nested_schedules)
+def test_a_nested_lease_waits_only_for_running_conflicts(schedule: Schedule) -> None:
+    """(N2) No waiting for itself: a lease nested in a running one is never held back behind a
+    waiting lease, nor for a slot or a repo cap (its parent holds those)."""
+    for step in simulate(schedule).steps:
+        running = {r.seq for r in step.running_before}
+        for w in step.waiting_before:
+            if w.parent in running and w.seq in step.decision.waits:
+                assert step.decision.waits[w.seq].kind is WaitKind.CONFLICT, f"#{w.seq}"
+
+
+@board
+@given(nested_schedules)
+def test_leases_of_their_own_never_exceed_the_slots(schedule: Schedule) -> None:
+    """(N3) Capacity with nesting: the leases that took a slot of their own (not nested in a
+    running parent when they started) never exceed the slots."""
+    own: set[int] = set()
+    for step in simulate(schedule).steps:
+        before = {r.seq for r in step.running_before}
+        for seq in step.decision.admit:
+            lease = next(w for w in step.waiting_before if w.seq == seq)
+            if lease.parent not in before:
+                own.add(seq)
+        assert sum(1 for r in step.running if r.seq in own) <= schedule.slots
+
+
+@board
+@given(nested_schedules)
+def test_with_nested_leases_every_lease_is_eventually_admitted(schedule: Schedule) -> None:
+    """(N4) Liveness with nesting: draining the board starts every lease not cancelled."""
+    trace = simulate(schedule)
+    assert trace.drained
+    assert set(trace.admitted) == {c.seq for c in trace.arrived} - trace.cancelled
