@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     import subprocess
 from laneboard.core.domain.lanes import SHIM_MARKER
 
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 class CommandNotFound(LaneboardError):

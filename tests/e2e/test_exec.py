@@ -186,7 +186,7 @@ def test_lease_outlives_a_killed_holder_while_its_command_runs(board: Path, spaw
     assert _order() == [first, second]
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT])
 def test_signals_are_forwarded_and_the_exit_code_comes_back(
     board: Path, spawn, signum: int
 ) -> None:

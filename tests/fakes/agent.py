@@ -4,9 +4,9 @@ Protocol (one command per line on stdin):
   `exit N`    exit with code N
   `say TEXT`  print TEXT
   anything else is echoed back as `heard: ...`
-It prints `ready` (with its cwd and lane environment) once it runs, and on SIGTERM, SIGINT or
-SIGHUP prints `got <SIGNAME>` and exits with 100 + the signal number, so a test can see that a
-signal reached it and that its exit code came back.
+It prints `ready` (with its cwd and lane environment) once it runs, and on SIGTERM, SIGINT,
+SIGHUP or SIGQUIT prints `got <SIGNAME>` and exits with 100 + the signal number, so a test can
+see that a signal reached it and that its exit code came back.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def _on_signal(signum: int, frame: object) -> None:
 
 
 def main() -> int:
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(signum, _on_signal)
     lease = os.environ.get("LANEBOARD_LEASE", "-")
     print(f"ready cwd={os.getcwd()} lease={lease}", flush=True)
