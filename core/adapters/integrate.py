@@ -9,10 +9,10 @@ commands run with a timeout and never prompt.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
-import threading
 from pathlib import Path
 
 from laneboard.core.adapters.git import first_line, git_env, run_git
@@ -25,20 +25,50 @@ REBASE_OPTIONS = ("--no-autostash", "--no-autosquash", "--no-update-refs", "--re
 ZERO = "0" * 40
 
 
-def _git(args: list[str], cwd: Path, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
-    """git with hooks off, shielded from SIGINT, SIGTERM and SIGHUP: they are blocked while it
-    runs (the child inherits the mask, so a Ctrl-C at the terminal does not stop it half-way
-    through moving a ref or the root's files); one that came meanwhile is delivered after."""
-    shield = threading.current_thread() is threading.main_thread()
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, SHIELDED) if shield else None
+def _git(
+    args: list[str],
+    cwd: Path,
+    *,
+    check: bool = True,
+    env: dict[str, str] | None = None,
+    input: bytes | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """git with hooks off, in a process group of its own, so a Ctrl-C at the terminal reaches
+    neither it nor what it runs (a smudge filter) half-way through moving a ref or the root's
+    files. A first interrupt of laneboard waits for git to finish and is raised after it; a
+    second one stops git (the operator insists: a filter may hang)."""
+    argv = ["git", *NO_HOOKS, *args]
     try:
-        return run_git([*NO_HOOKS, *args], cwd=cwd, read=False, **kwargs)  # type: ignore[arg-type]
-    finally:
-        if previous is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
-SHIELDED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=git_env(read=False, extra=env),
+            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            process_group=0,
+        )
+    except FileNotFoundError:
+        raise GitError("git is not installed or not on PATH") from None
+    pending: BaseException | None = None
+    while True:
+        try:
+            out, err = proc.communicate(input)
+            break
+        except KeyboardInterrupt as interrupt:
+            input = None  # sent already: communicate goes on reading
+            if pending is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                raise
+            pending = interrupt
+    if pending is not None:
+        raise pending
+    done = subprocess.CompletedProcess(argv, proc.returncode, out, err)
+    if check and done.returncode != 0:
+        raise GitError(f"git {args[0]} failed: {first_line(err)}")
+    return done
 
 
 def identity(root: Path) -> tuple[str, str]:

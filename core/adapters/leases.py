@@ -34,8 +34,23 @@ from laneboard.core.domain.errors import LaneboardError, WaitTimeout
 from laneboard.core.domain.lanes import Lease, LeaseKind, LeaseState, WaitReason
 from laneboard.core.domain.values import value
 
+HOSTS = frozenset({LeaseKind.INTEGRATE, LeaseKind.SETUP})
+"""Leases whose command laneboard runs itself (a gate, a setup): lane commands they ask for
+nest in them."""
 LEASE_ENV = "LANEBOARD_LEASE"
-"""Set in a command's environment to the seq of the lease it runs under."""
+"""Set in a command's environment to the seqs of the leases it runs under, outermost first
+(`lease_env`)."""
+
+
+def lease_env(seq: int) -> str:
+    """`$LANEBOARD_LEASE` for a command that runs under lease `seq`, inside whatever leases the
+    caller runs under."""
+    around = os.environ.get(LEASE_ENV, "")
+    if not around or around.split(",")[-1] == str(seq):  # none, or run under that one already
+        return around or str(seq)
+    return f"{around},{seq}"
+
+
 SAFETY_WAKE_SECONDS = 2.0
 """Upper bound on how long a waiter sleeps without re-running a pass. Admission and holder deaths
 wake it at once; this only covers what neither signals (a notifier killed between its commit and
@@ -148,35 +163,46 @@ class LeaseStore:
         return [lease_from_row(r) for r in rows]
 
     def outer(self) -> Lease | None:
-        """The running lease this process runs under: the one `$LANEBOARD_LEASE` names (set by
-        `exec` for its command), provided its command is an ancestor of this process, so a
-        stray variable in some unrelated shell means nothing."""
-        value = os.environ.get(LEASE_ENV, "")
-        if not value.isdigit():
-            return None
-        row = self.database.conn.execute(
-            "SELECT * FROM leases WHERE seq = ?", (int(value),)
-        ).fetchone()
-        if row is None:
-            return None
-        lease = lease_from_row(row)
-        if lease.state is not LeaseState.RUNNING:
-            return None
-        mine = procs.ancestors(os.getpid())
-        if lease.child_pid not in mine and lease.holder_pid not in mine:
-            return None
-        return lease
+        """The running lease this process runs under: the innermost of those `$LANEBOARD_LEASE`
+        names (set by `exec` for its command), provided its command is an ancestor of this
+        process, so a stray variable in some unrelated shell means nothing."""
+        found = self.outers()
+        return found[0] if found else None
+
+    def outers(self) -> list[Lease]:
+        """Every running lease this process runs under, innermost first: `$LANEBOARD_LEASE` is
+        the comma-separated chain of the leases of the commands around it, each one counted only
+        while its command is an ancestor of this process."""
+        mine: set[int] | None = None
+        found: list[Lease] = []
+        for named in reversed(os.environ.get(LEASE_ENV, "").split(",")):
+            if not named.isdigit():
+                continue
+            row = self.database.conn.execute(
+                "SELECT * FROM leases WHERE seq = ?", (int(named),)
+            ).fetchone()
+            if row is None:
+                continue
+            lease = lease_from_row(row)
+            if lease.state is not LeaseState.RUNNING:
+                continue
+            mine = set(procs.ancestors(os.getpid())) if mine is None else mine
+            if lease.child_pid in mine or lease.holder_pid in mine:
+                found.append(lease)
+        return found
 
     def reentry(self, repo_id: int, lane: str | None, command: list[str]) -> Lease | None:
-        """The outer lease to run under when it covers `lane` (the same lane, or the repo's root
-        lane); None when a lease of one's own is needed. Raises when the outer lease conflicts
-        without covering (the root lane asked for from inside a worktree lane): waiting would
-        wait for itself forever."""
-        outer = self.outer()
-        if outer is None or outer.repo_id != repo_id:
+        """The outer lease to run under when it, or a lease it nests in, covers `lane` (the
+        same lane, or the repo's root lane); None when a lease of one's own is needed. Raises
+        when the outer lease conflicts without covering (the root lane asked for from inside a
+        worktree lane): waiting would wait for itself forever."""
+        around = [lease for lease in self.outers() if lease.repo_id == repo_id]
+        if not around:
             return None
-        if outer.lane is None or outer.lane == lane:
-            return outer
+        outer = around[0]
+        for covering in around:
+            if covering.lane is None or covering.lane == lane:
+                return covering
         if lane is None:
             raise LaneboardError(
                 f"`{shlex.join(command)}` needs the root lane, but runs inside lease "
@@ -550,11 +576,13 @@ def hold(
         return
     nest = None if parent is None or parent.inherited else parent.lease.seq
     if nest is None:
-        # A command running under a lease of this repo (a gate calling `exec --lane other`)
-        # runs in that lease's turn and slot: queueing it behind the cap its own outer lease
-        # fills would wait for itself.
+        # A command laneboard itself runs under a lease of this repo (a gate or a setup calling
+        # `exec --lane other`) runs in that lease's turn and slot: queueing it behind the cap
+        # its own outer lease fills would wait for itself. A user's or an agent's lane command
+        # asking for other lanes queues as any other, so it cannot fan out past the slots.
         around = store.outer()
-        nest = around.seq if around is not None and around.repo_id == repo_id else None
+        if around is not None and around.repo_id == repo_id and around.kind in HOSTS:
+            nest = around.seq
     with Waker(store.wake_dir) as waker:
         lease = store.request(
             repo_id=repo_id,

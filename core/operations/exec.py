@@ -17,7 +17,7 @@ from pathlib import Path
 
 from laneboard.core.adapters.config import Settings
 from laneboard.core.adapters.db import Database, from_db, to_db
-from laneboard.core.adapters.leases import LEASE_ENV, LeaseStore, hold
+from laneboard.core.adapters.leases import LEASE_ENV, LeaseStore, hold, lease_env
 from laneboard.core.adapters.process import CommandNotFound, find_command, spawn_and_wait
 from laneboard.core.adapters.verify import common_dir_of, verify_worktree
 from laneboard.core.domain.confine import no_maintenance
@@ -148,7 +148,7 @@ def run(
         ) as held,
     ):
         verify_target(target)  # again: the worktree may have changed while we waited
-        env[LEASE_ENV] = str(held.lease.seq)
+        env[LEASE_ENV] = lease_env(held.lease.seq)
         held.exit_code = spawn_and_wait(
             executable,
             command,

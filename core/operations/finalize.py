@@ -600,10 +600,16 @@ def scratch_left(ctx: RepoContext, task: Task) -> bool:
 
 
 def _admin_of(ctx: RepoContext, path: Path) -> Path | None:
-    """The admin dir under `<common>/worktrees/` whose `gitdir` names `path`'s `.git`."""
+    """The scratch worktree's admin dir under `<common>/worktrees/`: one git named after the
+    scratch directory (`.integrating-<task id>`, maybe with a number) whose `gitdir` names
+    `path`'s `.git`. Never another admin dir, whatever its files say: a task may write its own
+    admin dir's `gitdir` and `locked`, so those alone prove nothing."""
     want = os.path.join(os.path.abspath(path), ".git")
+    stem = path.name.lstrip(".")  # git makes a leading dot of the name a dash
     for admin in sorted((ctx.common_dir / "worktrees").glob("*")):
-        if _read(admin / "gitdir") == want:
+        name = admin.name.lstrip(".-")
+        ours = name == stem or (name.startswith(stem) and name[len(stem) :].isdigit())
+        if ours and _read(admin / "gitdir") == want:
             return admin
     return None
 

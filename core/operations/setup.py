@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from laneboard.core.adapters.config import state_dir
-from laneboard.core.adapters.leases import LEASE_ENV, Cancelled, Held
+from laneboard.core.adapters.leases import LEASE_ENV, Cancelled, Held, lease_env
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.process import find_command, start_gated, stop_group
 from laneboard.core.adapters.repo import RepoContext
@@ -94,7 +94,7 @@ def run_logged(
         "LANEBOARD_TASK_ID": task.id,
         "LANEBOARD_WORKTREE": str(cwd),
         "LANEBOARD_ROOT": str(ctx.root),
-        LEASE_ENV: str(held.lease.seq),
+        LEASE_ENV: lease_env(held.lease.seq),
     }
     executable = find_command(argv[0])
     if executable is None:

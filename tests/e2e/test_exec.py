@@ -16,6 +16,7 @@ import pytest
 from laneboard.core.adapters.db import Database, default_path
 from laneboard.core.adapters.leases import LeaseStore
 from laneboard.core.domain.lanes import Lease, LeaseState
+from tests.conftest import REPO_ROOT, run_cli
 from tests.procs import DEADLINE, Spawned, exec_agent
 
 
@@ -509,3 +510,19 @@ def test_discard_refuses_at_once_while_its_own_lane_is_busy(board: Path, spawn, 
     assert f"  lease held: #{seq} " in result.err
     a.send("exit 0")
     assert a.wait() == 0
+
+
+def test_a_lane_asked_for_two_commands_deep_is_the_outer_ones_and_runs_under_it(
+    board: Path, cli
+) -> None:  # type: ignore[no-untyped-def]
+    """Was a deadlock: `exec --lane a` running `exec --lane b` running `exec --lane a` waited
+    for its own grandparent's lease."""
+    import shlex
+    import sys
+
+    laneboard = f"PYTHONPATH={REPO_ROOT} {sys.executable} -P -m laneboard exec --timeout 20"
+    inner = f"{laneboard} --lane a -- echo grandchild-ran"
+    middle = f"{laneboard} --lane b -- sh -c {shlex.quote(inner)}"
+    done = run_cli("exec", "--lane", "a", "--", "sh", "-c", middle, cwd=board)
+    assert done.code == 0, done.err
+    assert "grandchild-ran" in done.out

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -730,3 +731,21 @@ def test_a_lease_whose_block_ended_is_kept_only_by_what_its_command_left_running
     assert cli("new", "a", "--no-start").code == 0
     gone = cli("discard", "a")
     assert gone.code == 0, gone.err
+
+
+def test_a_forged_registration_is_never_taken_for_the_scratch_worktree(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    """Was: task c wrote its own admin dir's `gitdir` and `locked` to look like e's scratch
+    worktree, and e's finalize removed c's registration."""
+    assert cli("new", "c", "--no-start").code == 0
+    ready(cli, repo, "e", {"e.txt": "e\n"})
+    e_id = show(cli, "e")["id"]
+    admin = repo / ".git" / "worktrees" / "c"
+    forge = (
+        f"echo {repo}/.worktrees/.integrating-{e_id}/.git > {admin}/gitdir; "
+        f"echo 'laneboard: integration of task {e_id}' > {admin}/locked"
+    )
+    # By hand: its own admin dir is writable to a task (confined or not).
+    subprocess.run(["sh", "-c", forge], check=True)
+    done = cli("finalize", "e", "--merge")
+    assert done.code == 0, done.err
+    assert admin.is_dir() and (admin / "HEAD").exists()
