@@ -3,6 +3,7 @@ does while it does it, and cleans up after an interruption."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -110,7 +111,10 @@ def test_ctrl_c_during_worktree_add_rolls_back(repo: Path, cli, tmp_path: Path) 
     started = tmp_path / "checkout-started"
     os.mkfifo(started)
     hook = repo / ".git" / "hooks" / "post-checkout"
-    hook.write_text(f"#!/bin/sh\necho in-checkout > {started}\nsleep 300\n")
+    pidfile = tmp_path / "hook.pid"
+    hook.write_text(
+        f"#!/bin/sh\necho $$ > {pidfile}\necho in-checkout > {started}\nexec sleep 300\n"
+    )
     hook.chmod(0o755)
     before = git(repo, "for-each-ref", "--format=%(refname) %(objectname)")
     new = Spawned(["new", "i", "--no-start"], repo)
@@ -124,6 +128,8 @@ def test_ctrl_c_during_worktree_add_rolls_back(repo: Path, cli, tmp_path: Path) 
     finally:
         os.close(fd)
         new.close()
+        with contextlib.suppress(OSError, ValueError):  # the hook's sleep, if git left it
+            os.kill(int(pidfile.read_text()), signal.SIGKILL)
     task = json.loads(cli("show", "i", "--json").out)
     assert task["state"] == "failed"
     assert git(repo, "for-each-ref", "--format=%(refname) %(objectname)") == before
