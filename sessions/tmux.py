@@ -188,9 +188,12 @@ class TmuxRuntime:
     def capture(self, pane: PaneRef, lines: int) -> str:
         return self.capture_many([pane], lines).get(pane.pane_id, "")
 
-    def capture_many(self, panes: Iterable[PaneRef], lines: int) -> dict[str, str]:
-        """The last `lines` lines of each pane's screen (joined wrapped lines), in one tmux
-        invocation; a pane that is gone is left out."""
+    def capture_many(
+        self, panes: Iterable[PaneRef], lines: int, *, colour: bool = False
+    ) -> dict[str, str]:
+        """The last `lines` lines of each pane's screen (joined wrapped lines; with `colour`,
+        its colours as escapes), in one tmux invocation; a pane that is gone is left out."""
+        escapes = ["-e"] if colour else []
         args: list[str] = []
         wanted = [pane.pane_id for pane in panes]
         for pane_id in wanted:
@@ -199,7 +202,7 @@ class TmuxRuntime:
             # The id through tmux's own format: display-message runs its text through
             # strftime, which would eat a literal `%3`.
             args += ["display-message", "-p", "-t", pane_id, MARK + "#{pane_id}", SEP]
-            args += ["capture-pane", "-p", "-J", "-t", pane_id, "-S", str(-lines)]
+            args += ["capture-pane", "-p", *escapes, "-J", "-t", pane_id, "-S", str(-lines)]
         if not args:
             return {}
         result = self._run(*args)
@@ -207,7 +210,7 @@ class TmuxRuntime:
             # One pane vanished meanwhile: tmux stops at the failing command. Read one by one.
             found: dict[str, str] = {}
             for pane_id in wanted:
-                found.update(self.capture_many([PaneRef(pane_id)], lines))
+                found.update(self.capture_many([PaneRef(pane_id)], lines, colour=colour))
             return found
         screens: dict[str, str] = {}
         current: str | None = None

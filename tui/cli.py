@@ -14,6 +14,7 @@ loads neither the TUI stack nor pygit2, and pydantic only when a config file mus
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -700,6 +701,22 @@ CHANGES = frozenset(
 """Commands during which SIGTERM and SIGHUP unwind like Ctrl-C (rollback, lease release)."""
 
 
+def _board(args: argparse.Namespace) -> int:
+    """`laneboard` with no arguments on a terminal: the board."""
+    from laneboard.core.domain.models import Actor
+    from laneboard.tui.board.app import BoardApp
+
+    service = _service()
+    service.actor = Actor.TUI
+    here = None
+    with contextlib.suppress(LaneboardError):
+        here = service.repo(_where(args)).root
+    app = BoardApp(service, here=here)
+    service.on_notice = lambda line: app.call_from_thread(app.notify, line)
+    app.run()
+    return 0
+
+
 def _unwind_on_hangup() -> None:
     def interrupted(signum: int, frame: object) -> None:
         raise _Interrupted(signum)
@@ -755,6 +772,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         args = build(HANDLERS, words).parse_args(words)
         if args.subcommand is None:
+            if sys.stdin.isatty() and sys.stdout.isatty():
+                return _board(args)
             build(HANDLERS).print_help()
             return 0
         if args.command in CHANGES and argv is None:  # not when called inside a test process

@@ -123,6 +123,17 @@ class ConfineSettings:
 
 
 @value
+class BoardSettings:
+    bell: bool = True
+    """Ring the terminal bell when a task starts waiting for you or becomes ready for review."""
+    keys: dict[str, str] = field(default_factory=dict)
+    """Key map: a binding id (`laneboard.discard`, `board.quit`; the help screen lists them)
+    to the keys that trigger it, comma-separated (`"x,delete"`)."""
+    preview_lines: int = 200
+    """Lines of the selected pane's screen the preview reads."""
+
+
+@value
 class Settings:
     """Everything laneboard reads from configuration, merged from user and repo files."""
 
@@ -144,6 +155,9 @@ class Settings:
     env: dict[str, str] = field(default_factory=dict)
     """Extra environment for commands run in a worktree (e.g. `CARGO_TARGET_DIR`)."""
     theme: str | None = None
+    """The board's theme: `laneboard-dark` (default), `laneboard-light`, `laneboard-contrast`,
+    or any theme Textual ships; the board's theme switch writes it here."""
+    board: BoardSettings = field(default_factory=BoardSettings)
 
 
 def home() -> Path | None:
@@ -408,3 +422,39 @@ def load_settings(root: Path | None = None) -> Settings:
 
         settings = replace(settings, lanes=replace(settings.lanes, slots=int(slots)))
     return settings
+
+
+def save_user_value(key: str, text: str) -> Path:
+    """Set the top-level string `key` of the user's `config.toml` to `text`, keeping every
+    other line as it is (a `key = ...` line before the first table is replaced, else one is
+    put first). The result must still be valid settings, or nothing is written."""
+    path = config_dir() / USER_CONFIG_NAME
+    try:
+        lines = path.read_text().splitlines(keepends=True)
+    except FileNotFoundError:
+        lines = []
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read: {err.strerror}") from None
+    setting = f"{key} = {json.dumps(text)}\n"
+    pattern = re.compile(rf"\s*{re.escape(key)}\s*=")
+    for number, line in enumerate(lines):
+        if line.lstrip().startswith("["):
+            lines.insert(0, setting)
+            break
+        if pattern.match(line):
+            lines[number] = setting
+            break
+    else:
+        lines.insert(0, setting)
+    import tomllib
+
+    content = "".join(lines)
+    try:
+        _validate(tomllib.loads(content), str(path))
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(content)
+    os.replace(temporary, path)
+    return path

@@ -107,8 +107,11 @@ class Runtime(Protocol):
         """The last `lines` lines of the pane's screen."""
         ...
 
-    def capture_many(self, panes: Iterable[PaneRef], lines: int) -> dict[str, str]:
-        """The last lines of several panes' screens, by pane id, in one call."""
+    def capture_many(
+        self, panes: Iterable[PaneRef], lines: int, *, colour: bool = False
+    ) -> dict[str, str]:
+        """The last lines of several panes' screens, by pane id, in one call; with `colour`,
+        with their colours and attributes as ANSI escapes."""
         ...
 
     def history(self, pane: PaneRef) -> str:
@@ -147,7 +150,9 @@ class NoRuntime:
     def capture(self, pane: PaneRef, lines: int) -> str:
         return ""
 
-    def capture_many(self, panes: Iterable[PaneRef], lines: int) -> dict[str, str]:
+    def capture_many(
+        self, panes: Iterable[PaneRef], lines: int, *, colour: bool = False
+    ) -> dict[str, str]:
         return {}
 
     def history(self, pane: PaneRef) -> str:

@@ -166,3 +166,34 @@ class ShimDir:
     task: Task
     path: str
     commands: tuple[str, ...]
+
+
+@value
+class Watched:
+    """One live task's places on disk whose changes the board watches."""
+
+    task_id: str
+    worktree: str
+    admin_dir: str | None
+    """`<common dir>/worktrees/<name>`: HEAD, index and logs change there on a commit."""
+
+
+@value
+class WatchSet:
+    """Everything the board watches, as the service names it."""
+
+    ledger: str
+    """The ledger's directory (its WAL changes on every commit of another process)."""
+    events: str
+    """The directory of the agents' hook event files."""
+    worktrees: tuple[Watched, ...]
+
+
+@value
+class BoardConfig:
+    """What the board reads from the user's configuration."""
+
+    theme: str | None
+    bell: bool
+    keys: dict[str, str]
+    preview_lines: int

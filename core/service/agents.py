@@ -419,6 +419,19 @@ class AgentCommands:
         finally:
             self._ledger().release_controller(me)
 
+    def become_controller(self) -> int | None:
+        """Claim the controller's place for this process (the board, while it is open): None
+        when it is ours now (a dead holder's place is taken over), else the live holder's pid.
+        The caller then calls `reconcile(record=True)` on its own schedule and
+        `resign_controller` when it closes."""
+        me, start = procs.me()
+        holder: int | None = self._ledger().claim_controller(me, start)
+        return holder
+
+    def resign_controller(self) -> None:
+        """Give up the controller's place, if this process holds it."""
+        self._ledger().release_controller(procs.me()[0])
+
     def controller(self) -> int | None:
         """The pid of the running controller, if any."""
         return self._ledger().controller()

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from pathlib import Path
 
-from laneboard.core.adapters.config import load_settings, state_dir
+from laneboard.core.adapters.config import load_settings, save_user_value, state_dir
 from laneboard.core.adapters.db import default_path
 from laneboard.core.adapters.git import (
     GitRepo,
@@ -40,9 +40,10 @@ from laneboard.core.domain.errors import ConfigError, LaneboardError
 from laneboard.core.domain.lanes import INTEGRATION_LANE, Lease, LeaseState
 from laneboard.core.domain.models import Actor, Event, Repo, Task, TaskState
 from laneboard.core.domain.names import TASK_ID, branch_for
-from laneboard.core.domain.runtime import NoRuntime, Runtime
+from laneboard.core.domain.runtime import NoRuntime, Runtime, pane_of, pane_state
 from laneboard.core.domain.verdict import Reason, Verdict
 from laneboard.core.domain.views import (
+    BoardConfig,
     BoardSnapshot,
     Changes,
     Finding,
@@ -53,6 +54,8 @@ from laneboard.core.domain.views import (
     RepoBoard,
     ShimDir,
     TaskView,
+    Watched,
+    WatchSet,
 )
 from laneboard.core.service.agents import AgentCommands
 from laneboard.core.service.review import ReviewCommands
@@ -350,11 +353,16 @@ class Service(AgentCommands, ReviewCommands):
         except LaneboardError:
             return None
 
-    def _views(self, ctx: RepoContext, tasks: list[Task]) -> list[TaskView]:
+    def _views(
+        self, ctx: RepoContext, tasks: list[Task], git_for: Container[str] | None = None
+    ) -> list[TaskView]:
+        """Views of `tasks` with their facts; `git_for` limits the `git status` runs to those
+        task ids (None: every live task), the others get no `git`."""
         from laneboard.core.operations.gitstate import git_states
 
         verdicts = {task.id: ctx.verify(task) for task in tasks if task.live}
-        states = git_states(ctx, tasks, verdicts)
+        read = tasks if git_for is None else [task for task in tasks if task.id in git_for]
+        states = git_states(ctx, read, verdicts) if read else {}
         agents = self._agent_states(ctx, [task for task in tasks if task.live])
         lanes = {view.task_id: view for view in self._lane_views(ctx.repo, self._active())}
         return [
@@ -461,9 +469,12 @@ class Service(AgentCommands, ReviewCommands):
 
     # --- the board's read model and change feed --------------------------------------------
 
-    def snapshot(self) -> BoardSnapshot:
+    def snapshot(self, *, git_for: Container[str] | None = None) -> BoardSnapshot:
         """Every repository, its lanes and its live tasks with their git state, as plain values,
-        read without writing anything. `cursor` is where `changes` continues from."""
+        read without writing anything. `cursor` is where `changes` continues from.
+
+        `git_for` names the tasks whose worktrees are read with `git status` (None: all); the
+        board passes the ones whose files changed and keeps the last state of the others."""
         ledger = self._ledger()
         cursor = ledger.last_seq()
         store = self._store()
@@ -480,11 +491,57 @@ class Service(AgentCommands, ReviewCommands):
                 continue
             live = ledger.tasks(repo.id, include_retired=False)
             lanes = tuple(self._lane_views(ctx.repo, active))
-            boards.append(RepoBoard(ctx.repo, lanes, tuple(self._views(ctx, live))))
+            views = tuple(self._views(ctx, live, git_for))
+            boards.append(RepoBoard(ctx.repo, lanes, views))
         used = sum(1 for lease in active if lease.state is LeaseState.RUNNING)
         return BoardSnapshot(
             at=time.time(), slots=store.slots, used=used, repos=tuple(boards), cursor=cursor
         )
+
+    def watched(self) -> WatchSet:
+        """What the board watches for changes: the ledger's directory, the agents' event files,
+        and each live task's worktree and its admin dir under the common git dir (HEAD, index
+        and logs change there on a commit)."""
+        ledger = self._ledger()
+        worktrees: list[Watched] = []
+        for repo in ledger.repos():
+            for task in ledger.tasks(repo.id, include_retired=False):
+                admin = (
+                    str(Path(repo.common_dir) / "worktrees" / task.admin_name)
+                    if task.admin_name
+                    else None
+                )
+                worktrees.append(Watched(task.id, task.worktree_path, admin))
+        return WatchSet(
+            ledger=str(self.ledger_path.parent),
+            events=str(state_dir() / "events"),
+            worktrees=tuple(worktrees),
+        )
+
+    def screen(self, where: RepoRef, task: str, *, lines: int = 200) -> str:
+        """The last `lines` lines of the task's pane with its colours (ANSI escapes); empty
+        when it has no pane on this runtime's server. Reads only."""
+        found = self._find(self._open(where), task)
+        seen = pane_state(self.runtime, pane_of(found))
+        if seen is None:
+            return ""
+        return self.runtime.capture_many([seen.ref], lines, colour=True).get(seen.ref.pane_id, "")
+
+    def board_config(self) -> BoardConfig:
+        """The user's board settings (theme, bell, key map)."""
+        settings = load_settings(None)
+        board = settings.board
+        return BoardConfig(settings.theme, board.bell, dict(board.keys), board.preview_lines)
+
+    def profiles(self) -> list[str]:
+        """The agent profiles a new task may name (built in, and the user's)."""
+        from laneboard.core.domain.agents import profiles
+
+        return sorted(profiles(load_settings(None).agents.profiles))
+
+    def save_theme(self, name: str) -> None:
+        """Remember the board's theme in the user's config file (other lines are kept)."""
+        save_user_value("theme", name)
 
     def changes(self, cursor: int, *, limit: int = 1000) -> Changes:
         """What the journal recorded after `cursor` (task events and lease transitions), oldest

@@ -1,0 +1,97 @@
+"""What on the board needs the operator, and in which order (the board's "Needs you").
+
+Pure: a task's view and its radar conflicts in, an `Attention` out. The board sorts by it (most
+urgent first), marks each row with its `marker` (never by colour alone), and counts each kind in
+its header; the terminal title and the bell use `notifies`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import Enum
+
+from laneboard.core.domain.agents import AgentState
+from laneboard.core.domain.models import TaskState
+from laneboard.core.domain.views import TaskView
+
+
+class Attention(Enum):
+    """Why a task needs the operator, most urgent first (the value is the sort rank)."""
+
+    WAITING = 0
+    """Its agent waits for input or an approval."""
+    CONFLICTED = 1
+    """Its worktree holds unresolved conflicts, or its branch conflicts with its target or with
+    another task (the conflict radar)."""
+    FAILED = 2
+    """Its agent exited with a non-zero code, or its worktree fails verification."""
+    LOST = 3
+    """Its agent's pane is gone (the tmux server died, or the pane was killed)."""
+    REVIEW = 4
+    """It is ready for review."""
+    NONE = 9
+    """Nothing to do: it works, idles, is paused or retained."""
+
+    @property
+    def marker(self) -> str:
+        """One character shown in the row's first column, so the state reads without colour."""
+        return MARKERS[self]
+
+    @property
+    def label(self) -> str:
+        return LABELS[self]
+
+    @property
+    def notifies(self) -> bool:
+        """The operator is told when a task comes into this state (bell, title count)."""
+        return self in (Attention.WAITING, Attention.REVIEW)
+
+
+MARKERS = {
+    Attention.WAITING: "?",
+    Attention.CONFLICTED: "!",
+    Attention.FAILED: "x",
+    Attention.LOST: "~",
+    Attention.REVIEW: "*",
+    Attention.NONE: " ",
+}
+LABELS = {
+    Attention.WAITING: "waiting",
+    Attention.CONFLICTED: "conflicted",
+    Attention.FAILED: "failed",
+    Attention.LOST: "lost",
+    Attention.REVIEW: "review",
+    Attention.NONE: "",
+}
+
+
+def attention(view: TaskView, radar_conflicts: int = 0) -> Attention:
+    """What `view` asks of the operator; `radar_conflicts` is how many radar lines of this task
+    conflict (with its target or another task)."""
+    task, agent, git = view.task, view.agent, view.git
+    running = task.state is TaskState.RUNNING and agent is not None
+    if running and agent is not None and agent.state is AgentState.WAITING:
+        return Attention.WAITING
+    if (git is not None and git.conflicted) or radar_conflicts:
+        return Attention.CONFLICTED
+    if view.verdict is not None and not view.verdict.ok:
+        return Attention.FAILED
+    if task.state is TaskState.FAILED:
+        return Attention.FAILED
+    if task.state is TaskState.RUNNING and agent is not None:
+        if agent.state is AgentState.EXITED and agent.code not in (None, 0):
+            return Attention.FAILED
+        if agent.state is AgentState.LOST:
+            return Attention.LOST
+    if task.state is TaskState.READY_FOR_REVIEW:
+        return Attention.REVIEW
+    return Attention.NONE
+
+
+def counts(kinds: Iterable[Attention]) -> dict[Attention, int]:
+    """How many tasks need each kind of attention (kinds with none are left out)."""
+    found: dict[Attention, int] = {}
+    for kind in kinds:
+        if kind is not Attention.NONE:
+            found[kind] = found.get(kind, 0) + 1
+    return found

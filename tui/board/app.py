@@ -1,0 +1,693 @@
+"""The board (`laneboard` with no arguments): every task live, and the operator's actions on
+the selected one from the keyboard (DESIGN.md section 10).
+
+The app calls the service only (never git or tmux itself): reads come from the feed thread
+(`feed.Feed`), each action runs in a thread worker with a `Cancel` token (esc cancels a wait for
+a lane), and errors show as the one-line reasons the CLI prints. Keys, footer labels and palette
+entries come from the commands declared once in `core.service.commands`; every binding has an
+id the user's key map (`[board.keys]`) can remap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Footer, Static
+
+from laneboard.core.domain.attention import Attention, counts
+from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.models import TaskState
+from laneboard.core.domain.views import RepoBoard
+from laneboard.core.service.commands import COMMANDS
+from laneboard.themes import DEFAULT, register
+from laneboard.themes import names as theme_names
+from laneboard.tui.board.feed import Feed, Update
+from laneboard.tui.board.rows import Filter, Row, arrange, rows
+from laneboard.tui.board.screens import (
+    DiscardScreen,
+    FilterScreen,
+    Finalize,
+    FinalizeScreen,
+    HelpScreen,
+    JournalScreen,
+    NewTask,
+    NewTaskScreen,
+    PromptScreen,
+    event_line,
+)
+from laneboard.tui.board.table import TaskTable
+
+BOARD_COMMANDS = tuple(c for c in COMMANDS if c.key and c.name != "show")
+"""Declared commands the board binds to a key (acting on the selected task, or `new`)."""
+PALETTE_ONLY = ("start", "restore", "doctor", "conflicts", "lanes")
+PREVIEW_EVERY = 0.5
+"""Seconds between reads of the selected pane's screen."""
+EXTRA_BINDINGS = [
+    Binding("slash", "filter", "Filter", id="board.filter"),
+    Binding("N", "needs_you", "Needs you", id="board.needs_you", show=False),
+    Binding("t", "theme", "Theme", id="board.theme", show=False),
+    Binding("question_mark", "help", "Help", id="board.help"),
+    Binding("escape", "cancel", "Cancel wait", id="board.cancel", show=False),
+    Binding("q", "quit", "Quit", id="board.quit"),
+]
+
+
+def _bindings() -> list[Binding | tuple[str, str] | tuple[str, str, str]]:
+    made = [
+        Binding(
+            c.key or "",
+            f"command({c.name!r})",
+            c.palette or c.name,
+            id=c.binding,
+            show=c.name in ("new", "attach", "send", "review", "discard", "finalize", "log"),
+        )
+        for c in BOARD_COMMANDS
+    ]
+    return [*made, *EXTRA_BINDINGS]
+
+
+class BoardCommands(Provider):
+    """The command palette: every declared command with a palette entry, and the board's own."""
+
+    def _entries(self) -> list[tuple[str, Callable[[], Any], str]]:
+        app: BoardApp = self.app  # type: ignore[assignment]
+        found: list[tuple[str, Callable[[], Any], str]] = []
+        for declared in COMMANDS:
+            if declared.palette and declared.name != "show":
+                found.append((declared.palette, _runner(app, declared.name), declared.help))
+        found += [
+            ("Pause all agents", lambda: app.action_command("pause-all"), "pause every agent"),
+            ("Resume all agents", lambda: app.action_command("resume-all"), "resume every one"),
+            ("Filter tasks", app.action_filter, "by text, repository, needs-you"),
+            ("Switch theme", app.action_theme, "the next theme (remembered in config)"),
+            ("Help: keys", app.action_help, "every key and its binding id"),
+        ]
+        return found
+
+    async def discover(self) -> Hits:
+        for name, call, help in self._entries():
+            yield DiscoveryHit(name, call, help=help)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for name, call, help in self._entries():
+            score = matcher.match(name)
+            if score > 0:
+                yield Hit(score, matcher.highlight(name), call, help=help)
+
+
+def _runner(app: BoardApp, name: str) -> Callable[[], None]:
+    return lambda: app.action_command(name)
+
+
+class BoardApp(App[None]):
+    """The board. `service` is the application service (or, in snapshot tests, a stand-in
+    that serves fixed values); `clock` gives "now" for ages (frozen in snapshot tests); with
+    `live` False no feed runs and `initial` is shown as it is."""
+
+    TITLE = "laneboard"
+    CSS_PATH = "board.tcss"
+    COMMANDS = {BoardCommands}
+    BINDINGS = _bindings()
+    ENABLE_COMMAND_PALETTE = True
+
+    def __init__(
+        self,
+        service: Any,
+        *,
+        clock: Callable[[], float] = time.time,
+        live: bool = True,
+        initial: Update | None = None,
+        here: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.service = service
+        self.clock = clock
+        self.live = live
+        self.here = here
+        self.update_: Update | None = initial
+        self.filter = Filter()
+        self.rows: list[Row] = []
+        self.attention: dict[str, Attention] = {}
+        self.busy: dict[str, Any] = {}
+        self.feed: Feed | None = None
+        self.config = service.board_config()
+        self._preview_for: str | None = None
+        self._preview_text = ""
+        register(self)  # type: ignore[arg-type]
+        self.theme = self.config.theme if self.config.theme in self.available_themes else DEFAULT
+
+    # --- layout -------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="header")
+        with Vertical(id="main"):
+            yield TaskTable(id="tasks")
+            yield Static("", id="empty")
+            with Horizontal(id="detail"):
+                yield Static("", id="preview")
+                yield Static("", id="journal")
+        yield Static("", id="lanes")
+        yield Static("", id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.config.keys:
+            self.set_keymap(self.config.keys)
+        self.query_one(TaskTable).focus()
+        if self.update_ is not None:
+            self._apply(self.update_)
+        else:
+            self._paint_empty()
+        if self.live:
+            self.feed = Feed(self.service, self._post)
+            self.run_feed()
+            self.set_interval(PREVIEW_EVERY, self._tick_preview)
+
+    def _post(self, update: Update) -> None:
+        """Called on the feed thread: hand the update to the UI thread."""
+        with contextlib.suppress(RuntimeError):  # the app is closing
+            self.call_from_thread(self._apply, update)
+
+    @work(thread=True, exclusive=True, group="feed", exit_on_error=False)
+    def run_feed(self) -> None:
+        assert self.feed is not None
+        self.feed.run()
+
+    async def action_quit(self) -> None:
+        if self.feed is not None:
+            self.feed.stop()
+        for cancel in self.busy.values():
+            cancel.cancel()
+        self.exit()
+
+    # --- painting -----------------------------------------------------------------------------
+
+    def _apply(self, update: Update) -> None:
+        """Show a new update: rows, header, lanes; tell the operator what started needing them."""
+        first = self.update_ is None or not self.attention
+        self.update_ = update
+        if update.error:
+            self.query_one("#status", Static).update(Text(f"laneboard: {update.error}", "bold"))
+        now = self.clock()
+        boards = update.snapshot.repos
+        self.all_rows = rows(boards, update.radar, now)
+        with self.batch_update():
+            self._arrange()
+            self._paint_header(update)
+            self._paint_lanes(boards, now)
+        fresh = {row.task_id: row.attention for row in self.all_rows}
+        if not first:
+            for row in self.all_rows:
+                before = self.attention.get(row.task_id)
+                if row.attention.notifies and before is not row.attention:
+                    self._tell(row)
+        self.attention = fresh
+        self._set_title()
+        for event in update.events:
+            if event.task_id is not None and event.task_id == self._preview_for:
+                self.load_journal(self._selected_ref())
+                break
+
+    def _arrange(self) -> None:
+        table = self.query_one(TaskTable)
+        self.rows = arrange(self.all_rows, self.filter)
+        many = len({row.repo_id for row in self.all_rows}) > 1
+        table.show(self.rows, many_repos=many)
+        self._paint_empty()
+
+    def _paint_empty(self) -> None:
+        empty = self.query_one("#empty", Static)
+        table = self.query_one(TaskTable)
+        if self.rows:
+            empty.display, table.display = False, True
+            return
+        empty.display, table.display = True, False
+        if getattr(self, "all_rows", None):
+            empty.update(f"No task matches the filter ({self.filter.describe()}); / changes it.")
+        else:
+            empty.update(
+                Text.assemble(
+                    ("No tasks yet.\n\n", "bold"),
+                    "Press ",
+                    ("n", "bold"),
+                    " to create one, or run ",
+                    ("laneboard new NAME", "bold"),
+                    " in a repository.\nEach task gets its own branch, worktree and agent pane; ",
+                    ("?", "bold"),
+                    " lists every key.",
+                )
+            )
+
+    def _paint_header(self, update: Update) -> None:
+        tally = counts(row.attention for row in self.all_rows)
+        repos = len(update.snapshot.repos)
+        text = Text.assemble(
+            ("laneboard", "bold"), f"  {len(self.all_rows)} tasks in {repos} repos"
+        )
+        for kind in Attention:
+            if kind in tally:
+                text.append("  ")
+                text.append(f"{kind.marker} {tally[kind]} {kind.label}", style="bold")
+        if self.filter.describe():
+            text.append(f"   filter: {self.filter.describe()}", style="italic")
+        controller = update.controller
+        if controller:
+            text.append(f"   observing (controller pid {controller})", style="dim")
+        self.query_one("#header", Static).update(text)
+
+    def _paint_lanes(self, boards: Iterable[RepoBoard], now: float) -> None:
+        snap = self.update_.snapshot if self.update_ else None
+        text = Text()
+        if snap is not None and snap.slots:
+            text.append(f"slots {snap.used}/{snap.slots}", style="bold")
+        for board in boards:
+            name = board.repo.root.rstrip("/").rsplit("/", 1)[-1]
+            text.append(f"  │ {name}: ", style="bold")
+            if board.problem:
+                text.append(board.problem[:60], style="italic")
+                continue
+            parts = []
+            waiting = 0
+            for lane in board.lanes:
+                if lane.task_id is not None and not (lane.running or lane.waiting):
+                    continue
+                state = "idle"
+                if lane.running:
+                    lease = lane.running[0]
+                    cmd = shlex.join(lease.command[:2]) if lease.command else "?"
+                    state = f"running {cmd} {int(now - (lease.admitted_at or now))}s"
+                waiting += len(lane.waiting)
+                if lane.waiting:
+                    reason = lane.waiting[0].wait_reason
+                    state += f", {len(lane.waiting)} waiting ({reason})" if reason else ""
+                parts.append(f"{lane.label} {state}")
+            text.append(" · ".join(parts) or "idle")
+        self.query_one("#lanes", Static).update(text)
+
+    def _tell(self, row: Row) -> None:
+        what = "is waiting for you" if row.attention is Attention.WAITING else "is ready for review"
+        self.notify(f"{row.name} {what}", title=row.repo, timeout=6)
+        if self.config.bell:
+            self.bell()
+
+    def _set_title(self) -> None:
+        waiting = sum(1 for kind in self.attention.values() if kind.notifies)
+        title = f"laneboard ({waiting})" if waiting else "laneboard"
+        self.sub_title = f"{waiting} need you" if waiting else ""
+        driver = self._driver
+        if driver is not None and not self.is_headless:
+            driver.write(f"\x1b]2;{title}\x07")
+
+    # --- the selected task: preview and journal ---------------------------------------------
+
+    def _selected_ref(self) -> Row | None:
+        return self.query_one(TaskTable).selected
+
+    def on_task_table_selected(self, message: TaskTable.Selected) -> None:
+        row = message.row
+        self._preview_for = row.task_id if row else None
+        self._preview_text = ""
+        self.query_one("#preview", Static).update("")
+        self.query_one("#journal", Static).update("")
+        if row is not None:
+            self.load_preview(row)
+            self.load_journal(row)
+
+    def _tick_preview(self) -> None:
+        row = self._selected_ref()
+        if row is not None and row.view.task.tmux_pane:
+            self.load_preview(row)
+
+    @work(thread=True, exclusive=True, group="preview", exit_on_error=False)
+    def load_preview(self, row: Row) -> None:
+        lines = max(8, self.query_one("#preview", Static).size.height)
+        try:
+            screen = self.service.screen(row.repo_id, row.task_id, lines=lines)
+        except LaneboardError as err:
+            screen = f"({err})"
+        self.call_from_thread(self._show_preview, row.task_id, screen)
+
+    def _show_preview(self, task_id: str, screen: str) -> None:
+        if task_id != self._preview_for or screen == self._preview_text:
+            return
+        self._preview_text = screen
+        height = self.query_one("#preview", Static).size.height or 12
+        tail = "\n".join(screen.rstrip("\n").splitlines()[-height:])
+        shown = Text.from_ansi(tail) if tail else Text("(no pane)", style="dim")
+        self.query_one("#preview", Static).update(shown)
+
+    @work(thread=True, exclusive=True, group="journal", exit_on_error=False)
+    def load_journal(self, row: Row | None) -> None:
+        if row is None:
+            return
+        try:
+            _task, events = self.service.log(row.repo_id, row.task_id)
+        except LaneboardError as err:
+            self.call_from_thread(self.query_one("#journal", Static).update, str(err))
+            return
+        text = Text()
+        for event in events[-10:]:
+            text.append_text(event_line(event))
+            text.append("\n")
+        self.call_from_thread(self.query_one("#journal", Static).update, text)
+
+    # --- actions --------------------------------------------------------------------------
+
+    def action_command(self, name: str) -> None:
+        """Run the declared command `name` on the selected task (asking first where needed)."""
+        row = self._selected_ref()
+        if name == "new":
+            self._ask_new()
+            return
+        if name in ("pause-all", "resume-all"):
+            self._all(name.split("-")[0])
+            return
+        if name == "restore":
+            self._ask_restore()
+            return
+        if name in ("doctor", "conflicts", "lanes"):
+            self.notify(f"run `laneboard {name}` for the full report", timeout=4)
+            return
+        if row is None:
+            self.notify("no task selected", severity="warning")
+            return
+        service, ref, task = self.service, (row.repo_id, row.task_id), row.view.task
+        if name == "attach":
+            self._attach_to(row)
+        elif name == "send":
+            self.push_screen(PromptScreen(task.name), lambda got: self._send(row, got))
+        elif name == "shell":
+            self._act("shell", row, lambda c: service.shell(*ref), "shell opened beside it")
+        elif name == "pause":
+            self._act("pause", row, lambda c: service.pause(*ref), "paused")
+        elif name == "resume":
+            self._act("resume", row, lambda c: service.resume(*ref), "resumed")
+        elif name == "start":
+            self._act("start", row, lambda c: service.start(*ref), "agent started")
+        elif name == "retain":
+            self._act("retain", row, lambda c: service.retain(*ref), "retained")
+        elif name == "verify":
+            self._act("verify", row, lambda c: service.verify(*ref)[1], "verified")
+        elif name == "rebase":
+            self._act("rebase", row, lambda c: service.rebase(*ref, cancel=c), "rebased")
+        elif name == "log":
+            self._journal(row)
+        elif name == "review":
+            self._review(row)
+        elif name == "discard":
+            self._ask_discard(row)
+        elif name == "finalize":
+            self.push_screen(FinalizeScreen(task), lambda got: self._finalize(row, got))
+
+    def _act(self, label: str, row: Row | None, call: Callable[[Any], Any], done: str) -> None:
+        from laneboard.core.service.app import Cancel
+
+        key = f"{label} {row.name}" if row else label
+        cancel = Cancel()
+        self.busy[key] = cancel
+        self._paint_status()
+        self._run(key, call, cancel, done, row.task_id if row else None)
+
+    @work(thread=True, exit_on_error=False)
+    def _run(
+        self, key: str, call: Callable[[Any], Any], cancel: Any, done: str, task_id: str | None
+    ) -> None:
+        try:
+            result = call(cancel)
+        except LaneboardError as err:
+            lines = [str(err), *getattr(err, "details", ())]
+            self.call_from_thread(self._finished, key, "\n".join(lines), True)
+        except Exception as err:  # noqa: BLE001 (the board stays up; the reason is shown)
+            self.call_from_thread(self._finished, key, f"{type(err).__name__}: {err}", True)
+        else:
+            notes = getattr(result, "notes", ()) or ()
+            text = f"{key}: {done}" + "".join(f"\n{n}" for n in notes)
+            self.call_from_thread(self._finished, key, text, False)
+        finally:
+            if self.feed is not None:
+                self.feed.wake(*([task_id] if task_id else []))
+
+    def _finished(self, key: str, text: str, failed: bool) -> None:
+        self.busy.pop(key, None)
+        self._paint_status()
+        self.notify(text, severity="error" if failed else "information", timeout=8)
+
+    def _paint_status(self) -> None:
+        status = self.query_one("#status", Static)
+        if self.busy:
+            status.update(Text("⏳ " + " · ".join(self.busy) + "   (esc cancels a wait)"))
+        else:
+            status.update("")
+
+    def on_waiting(self, key: str, reason: str) -> None:
+        self.query_one("#status", Static).update(
+            Text(f"⏳ {key}: waiting for {reason} (esc cancels)")
+        )
+
+    def _waiter(self, key: str) -> Callable[[Any], None]:
+        def heard(lease: Any) -> None:
+            lane = "the root lane" if lease.lane is None else f"lane {lease.lane}"
+            reason = f"{lane}: {lease.wait_reason}" if lease.wait_reason else lane
+            self.call_from_thread(self.on_waiting, key, reason)
+
+        return heard
+
+    def action_cancel(self) -> None:
+        if not self.busy:
+            return
+        key, cancel = next(reversed(self.busy.items()))
+        cancel.cancel()
+        self.notify(f"cancelling {key}…", timeout=3)
+
+    def _all(self, verb: str) -> None:
+        states = (TaskState.RUNNING,) if verb == "pause" else (TaskState.PAUSED,)
+        service = self.service
+
+        def every(_cancel: Any) -> None:
+            for repo_id, task in service.each(None, states):
+                getattr(service, verb)(repo_id, task.id)
+
+        self._act(f"{verb} all", None, every, "done")
+
+    def _attach_to(self, row: Row) -> None:
+        try:
+            argv = self.service.attach(row.repo_id, row.task_id)
+        except LaneboardError as err:
+            self.notify(str(err), severity="error")
+            return
+        if argv is None:
+            return  # inside tmux: the client switched to the pane
+        env = {k: v for k, v in os.environ.items() if k != "TMUX"}
+        with self.suspend():
+            subprocess.run(argv, env=env, check=False)
+
+    def _send(self, row: Row, got: object) -> None:
+        if not isinstance(got, tuple):
+            return
+        text, idle = got
+        service = self.service
+        self._act(
+            "send",
+            row,
+            lambda c: service.send(row.repo_id, row.task_id, text, when_idle=idle, cancel=c),
+            "sent",
+        )
+
+    def _ask_new(self) -> None:
+        repos = [repo.root for repo in self.service.repos()]
+        profiles = self.service.profiles() if hasattr(self.service, "profiles") else []
+        here = self.here
+        self.push_screen(NewTaskScreen(repos, profiles, here), self._create)
+
+    def _create(self, got: object) -> None:
+        if not isinstance(got, NewTask):
+            return
+        service = self.service
+        from pathlib import Path
+
+        command = shlex.split(got.command) if got.command else None
+
+        def create(cancel: Any) -> Any:
+            return service.new(
+                Path(got.repo),
+                got.name,
+                base=got.base,
+                target=got.target,
+                start=True,
+                agent=got.agent,
+                command=command,
+                prompt=got.prompt,
+                on_wait=self._waiter(f"new {got.name}"),
+                cancel=cancel,
+            )
+
+        self._act(f"new {got.name}", None, create, "created")
+
+    def _ask_restore(self) -> None:
+        row = self._selected_ref()
+        from textual.widgets import Input
+
+        from laneboard.tui.board.screens import Dialog
+
+        class RestoreScreen(Dialog):
+            def compose(self) -> ComposeResult:
+                with Vertical():
+                    yield Static("Restore a discarded task (its name or id):", classes="title")
+                    yield Input(id="name")
+
+            def on_input_submitted(self, event: Input.Submitted) -> None:
+                self.dismiss(event.value.strip() or None)
+
+        repo_id = row.repo_id if row else None
+
+        def restore(name: object) -> None:
+            if not isinstance(name, str):
+                return
+            where = repo_id if repo_id is not None else (self.here or ".")
+            self._act(
+                f"restore {name}",
+                None,
+                lambda c: self.service.restore(where, name, cancel=c),
+                "restored",
+            )
+
+        self.push_screen(RestoreScreen(), restore)
+
+    def _ask_discard(self, row: Row) -> None:
+        try:
+            blockers = self.service.discard_preview(row.repo_id, row.task_id)
+        except LaneboardError as err:
+            self.notify(str(err), severity="error")
+            return
+
+        def decided(answer: object) -> None:
+            if answer not in ("discard", "force"):
+                return
+            force = answer == "force"
+            self._act(
+                "discard",
+                row,
+                lambda c: self.service.discard(
+                    row.repo_id,
+                    row.task_id,
+                    force=force,
+                    on_wait=self._waiter(f"discard {row.name}"),
+                    cancel=c,
+                ),
+                "discarded (snapshot kept; restore brings it back)",
+            )
+
+        self.push_screen(DiscardScreen(row.name, blockers), decided)
+
+    def _finalize(self, row: Row, got: object) -> None:
+        if not isinstance(got, Finalize):
+            return
+        service = self.service
+        if got.publish:
+            self._act(
+                "publish",
+                row,
+                lambda c: service.publish(row.repo_id, row.task_id, pr=got.pr, draft=got.draft)[0],
+                "published",
+            )
+            return
+        self._act(
+            "finalize",
+            row,
+            lambda c: service.finalize(
+                row.repo_id,
+                row.task_id,
+                into=got.into,
+                strategy=got.strategy,
+                on_wait=self._waiter(f"finalize {row.name}"),
+                cancel=c,
+            ),
+            "merged into its target",
+        )
+
+    def _journal(self, row: Row) -> None:
+        try:
+            task, events = self.service.log(row.repo_id, row.task_id)
+        except LaneboardError as err:
+            self.notify(str(err), severity="error")
+            return
+        self.push_screen(JournalScreen(task, events))
+
+    def _review(self, row: Row) -> None:
+        from laneboard.tui.board.review import ReviewScreen
+
+        radar = self.update_.radar.get(row.task_id, ()) if self.update_ else ()
+        screen = ReviewScreen(self.service, row.repo_id, row.task_id, row.name, radar)
+
+        def answered(what: str | None) -> None:
+            if what == "mark":
+                self._act(
+                    "mark reviewed",
+                    row,
+                    lambda c: self.service.mark_reviewed(row.repo_id, row.task_id),
+                    "reviewed at its tip",
+                )
+            elif what == "finalize":
+                self.push_screen(FinalizeScreen(row.view.task), lambda g: self._finalize(row, g))
+            elif what == "retain":
+                self.action_command("retain")
+            elif what == "discard":
+                self._ask_discard(row)
+
+        self.push_screen(screen, answered)
+
+    def action_filter(self) -> None:
+        repos = sorted({row.repo for row in getattr(self, "all_rows", [])})
+        current = self.filter
+
+        def apply(got: object) -> None:
+            if isinstance(got, tuple):
+                text, repo, needs = got
+                self.filter = Filter(text, repo, needs)
+                self._arrange()
+                if self.update_ is not None:
+                    self._paint_header(self.update_)
+
+        self.push_screen(FilterScreen(current.text, current.repo, repos, current.needs_you), apply)
+
+    def action_needs_you(self) -> None:
+        self.filter = Filter(self.filter.text, self.filter.repo, not self.filter.needs_you)
+        self._arrange()
+        if self.update_ is not None:
+            self._paint_header(self.update_)
+
+    def action_theme(self) -> None:
+        ours = list(theme_names())
+        following = (
+            ours[(ours.index(self.theme) + 1) % len(ours)] if self.theme in ours else ours[0]
+        )
+        self.theme = following
+        try:
+            self.service.save_theme(following)
+        except LaneboardError as err:
+            self.notify(f"theme {following} (not saved: {err})", severity="warning")
+            return
+        self.notify(f"theme {following}", timeout=2)
+
+    def action_help(self) -> None:
+        lines = []
+        keymap = getattr(self, "_keymap", {})
+        for binding in self.BINDINGS:
+            if isinstance(binding, Binding) and binding.id:
+                keys = keymap.get(binding.id, binding.key)
+                lines.append((keys, binding.description, binding.id))
+        lines.append(("ctrl+p", "Command palette", "(Textual)"))
+        self.push_screen(HelpScreen(lines))

@@ -1,0 +1,358 @@
+"""The board's live feed: one thread that keeps the read model fresh and tells the app.
+
+It wakes on events, never on a fast timer: watchfiles reports writes in a task's worktree (its
+cache directories left out), in its admin dir under the common git dir (HEAD, index and logs
+move on a commit), in the agents' event files (hooks) and in the ledger's directory (another
+laneboard process committed); a slow tick (`TICK`) reads the one tmux snapshot per tick that
+screen-only agents and pane deaths need. On each wake it asks the service for a snapshot with
+`git status` only for the worktrees whose files changed (and tasks the journal named), keeps
+the last git state of the others, runs the conflict radar when a branch tip moved, and, while
+the board is the controller, reconciles first (exits, queued starts, agent states journalled).
+
+Threads: `run` is the feed thread's body (the app starts it in a thread worker); the watcher
+runs in a thread of its own and only puts paths on the queue; `wake` may be called from any
+thread. The feed never touches the UI: it hands each `Update` to `post`, which the app makes
+thread-safe (`App.call_from_thread`). No pygit2 here: `git status` runs as processes through
+the service, so the UI thread never waits for the GIL.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.models import Event
+from laneboard.core.domain.review import Overlap
+from laneboard.core.domain.values import replace
+from laneboard.core.domain.views import BoardSnapshot, GitState, WatchSet
+
+TICK = 1.0
+"""Seconds between tmux polls (agent screens, dead panes, lane timers) when nothing happens."""
+RADAR_EVERY = 30.0
+"""The radar is also recomputed this often (a target moved in a repo laneboard does not watch)."""
+SKIP_DIRS = frozenset(
+    {
+        ".git",
+        "node_modules",
+        "target",
+        ".venv",
+        "venv",
+        "__pycache__",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".tox",
+        ".hypothesis",
+        ".gradle",
+        ".next",
+        ".cache",
+    }
+)
+"""Directories of a worktree that are never watched: caches and build output change all the
+time, and inotify would run out of watches on them."""
+MAX_DIRS = 5000
+"""Directories watched per worktree at most; a bigger worktree is watched at its top levels and
+re-read with `git status` on every tick instead."""
+
+
+@dataclass(frozen=True)
+class Update:
+    """What the feed tells the app after one wake."""
+
+    snapshot: BoardSnapshot
+    radar: dict[str, tuple[Overlap, ...]]
+    events: tuple[Event, ...] = ()
+    """Journal events since the last update (what other processes did)."""
+    controller: int | None = None
+    """The pid of another process that is the controller (None: this board is, or none)."""
+    error: str | None = None
+
+
+def watch_dirs(root: Path, limit: int = MAX_DIRS) -> tuple[list[str], bool]:
+    """The directories of a worktree to watch (caches left out) and whether it was cut short at
+    `limit` (then only the directories found first are watched)."""
+    found: list[str] = []
+    for path, dirs, _files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
+        found.append(path)
+        if len(found) >= limit:
+            return found, True
+    return found, False
+
+
+@dataclass
+class _Plan:
+    dirs: list[str] = field(default_factory=list)
+    owners: list[tuple[str, str]] = field(default_factory=list)
+    """(directory prefix, task id), longest first."""
+    unwatched: set[str] = field(default_factory=set)
+    """Tasks whose worktree is too big to watch whole: re-read every tick."""
+    key: tuple[Any, ...] = ()
+
+
+def plan(watch: WatchSet) -> _Plan:
+    """Which directories to watch and whose each is."""
+    made = _Plan(key=(watch.ledger, watch.events, watch.worktrees))
+    for place in (watch.ledger, watch.events):
+        if os.path.isdir(place):
+            made.dirs.append(place)
+    for item in watch.worktrees:
+        root = Path(item.worktree)
+        if root.is_dir() and not root.is_symlink():
+            dirs, cut = watch_dirs(root)
+            made.dirs += dirs
+            if cut:
+                made.unwatched.add(item.task_id)
+            made.owners.append((item.worktree.rstrip("/") + "/", item.task_id))
+        if item.admin_dir and os.path.isdir(item.admin_dir):
+            made.dirs.append(item.admin_dir)
+            logs = os.path.join(item.admin_dir, "logs")
+            if os.path.isdir(logs):
+                made.dirs.append(logs)
+            made.owners.append((item.admin_dir.rstrip("/") + "/", item.task_id))
+    made.owners.sort(key=lambda owner: -len(owner[0]))
+    return made
+
+
+@dataclass(frozen=True)
+class _Needing:
+    """The tasks whose `git status` a refresh reads: those whose files changed, and any not
+    read yet (a task new on the board)."""
+
+    dirty: set[str]
+    known: dict[str, GitState]
+
+    def __contains__(self, task_id: object) -> bool:
+        return task_id in self.dirty or task_id not in self.known
+
+
+class Feed:
+    """The feed of one board (see the module docstring)."""
+
+    def __init__(
+        self,
+        service: Any,
+        post: Callable[[Update], None],
+        *,
+        tick: float = TICK,
+        watch: bool = True,
+        control: bool = True,
+    ) -> None:
+        self.service = service
+        self.post = post
+        self.tick = tick
+        self.watch = watch
+        self.control = control
+        self._queue: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._stop = threading.Event()
+        self._watcher: tuple[threading.Thread, threading.Event] | None = None
+        self._plan = _Plan()
+        self._gits: dict[str, GitState] = {}
+        self._heads: dict[str, str | None] = {}
+        self._radar: dict[str, tuple[Overlap, ...]] = {}
+        self._radar_at = 0.0
+        self._cursor: int | None = None
+        self._version: int | None = None
+        self._controller = False
+
+    # --- from any thread -----------------------------------------------------------------
+
+    def wake(self, *task_ids: str) -> None:
+        """Refresh now; re-read the git state of `task_ids` (an action changed them)."""
+        self._queue.put(("tasks", set(task_ids)))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._queue.put(("stop", None))
+
+    # --- the feed thread -----------------------------------------------------------------
+
+    def run(self) -> None:
+        """Refresh until `stop`; the first refresh reads every worktree."""
+        try:
+            if self.control:
+                self._controller = self.service.become_controller() is None
+            self._refresh(None, ())
+            while not self._stop.is_set():
+                dirty, ticked = self._wait()
+                if self._stop.is_set():
+                    break
+                self._refresh(dirty | (self._plan.unwatched if ticked else set()), ())
+        finally:
+            self._stop_watcher()
+            if self._controller:
+                self.service.resign_controller()
+            self.service.close()
+
+    def _wait(self) -> tuple[set[str], bool]:
+        """Block until something happens or a tick passes; the task ids whose files changed,
+        and whether the tick passed with nothing else."""
+        dirty: set[str] = set()
+        try:
+            kind, item = self._queue.get(timeout=self.tick)
+        except queue.Empty:
+            return dirty, True
+        items = [(kind, item)]
+        while True:
+            try:
+                items.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        for kind, item in items:
+            if kind == "tasks":
+                dirty |= item
+            elif kind == "paths":
+                dirty |= self._owners(item)
+        return dirty, False
+
+    def _owners(self, paths: set[str]) -> set[str]:
+        found: set[str] = set()
+        for path in paths:
+            for prefix, task_id in self._plan.owners:
+                if path.startswith(prefix) or path + "/" == prefix:
+                    found.add(task_id)
+                    break
+        return found
+
+    def _refresh(self, dirty: set[str] | None, _events: tuple[Event, ...]) -> None:
+        """One read of the world (`dirty` None: every worktree), then one `Update`."""
+        service = self.service
+        try:
+            if self._controller:
+                changed = {task.id for task in service.reconcile(record=True)}
+                if dirty is not None:
+                    dirty |= changed
+            events: tuple[Event, ...] = ()
+            version = service.data_version()
+            if self._cursor is None or version != self._version:
+                if self._cursor is not None:
+                    changes = service.changes(self._cursor)
+                    events = changes.events
+                    if dirty is not None:
+                        dirty |= {e.task_id for e in events if e.task_id}
+                self._version = version
+            snapshot = service.snapshot(
+                git_for=None if dirty is None else _Needing(dirty, self._gits)
+            )
+            if self._cursor is None or events:
+                self._cursor = snapshot.cursor
+            snapshot = self._merge(snapshot)
+            self._rewatch(snapshot)
+            radar = self._radar_for(snapshot)
+            other = None if self._controller else service.controller()
+            self.post(Update(snapshot, radar, events, controller=other))
+        except LaneboardError as err:
+            self._post_error(str(err))
+        except Exception as err:  # noqa: BLE001 (the feed must outlive one bad read)
+            self._post_error(f"{type(err).__name__}: {err}")
+
+    def _post_error(self, text: str) -> None:
+        snapshot = BoardSnapshot(at=time.time(), slots=0, used=0, repos=(), cursor=0)
+        self.post(Update(snapshot, self._radar, error=text))
+
+    def _merge(self, snapshot: BoardSnapshot) -> BoardSnapshot:
+        """The snapshot with the last known git state of tasks that were not re-read."""
+        live: set[str] = set()
+        boards = []
+        for board in snapshot.repos:
+            views = []
+            for view in board.tasks:
+                live.add(view.task.id)
+                if view.git is not None:
+                    self._gits[view.task.id] = view.git
+                else:
+                    view = replace(view, git=self._gits.get(view.task.id))
+                views.append(view)
+            boards.append(replace(board, tasks=tuple(views)))
+        for gone in set(self._gits) - live:
+            del self._gits[gone]
+        return replace(snapshot, repos=tuple(boards))
+
+    def _radar_for(self, snapshot: BoardSnapshot) -> dict[str, tuple[Overlap, ...]]:
+        """The radar's conflicts by task id, recomputed when a tip moved (cached by commit pair
+        in the ledger, so only new pairs cost a merge)."""
+        heads = {
+            view.task.id: view.git.head if view.git else None
+            for board in snapshot.repos
+            for view in board.tasks
+        }
+        stale = time.monotonic() - self._radar_at > RADAR_EVERY
+        if heads == self._heads and not stale:
+            return self._radar
+        self._heads = heads
+        self._radar_at = time.monotonic()
+        found: dict[str, tuple[Overlap, ...]] = {}
+        try:
+            for _repo, radar in self.service.conflicts(None):
+                for overlap in radar.overlaps:
+                    if overlap.check.clean:
+                        continue
+                    for task_id in (overlap.task_id, overlap.other_id):
+                        if task_id is not None:
+                            found[task_id] = (*found.get(task_id, ()), overlap)
+        except LaneboardError:
+            return self._radar
+        self._radar = found
+        return found
+
+    # --- watching --------------------------------------------------------------------------
+
+    def _rewatch(self, snapshot: BoardSnapshot) -> None:
+        if not self.watch:
+            return
+        watch: WatchSet = self.service.watched()
+        if self._watcher is not None and self._plan.key == (
+            watch.ledger,
+            watch.events,
+            watch.worktrees,
+        ):
+            return
+        self._stop_watcher()
+        self._plan = plan(watch)
+        if not self._plan.dirs:
+            return
+        stop = threading.Event()
+        thread = threading.Thread(
+            target=self._watch_loop, args=(list(self._plan.dirs), stop), daemon=True
+        )
+        self._watcher = (thread, stop)
+        thread.start()
+
+    def _watch_loop(self, dirs: list[str], stop: threading.Event) -> None:
+        import watchfiles
+
+        try:
+            for changes in watchfiles.watch(
+                *dirs,
+                watch_filter=None,
+                debounce=200,
+                step=20,
+                stop_event=stop,
+                rust_timeout=1000,
+                recursive=False,
+                raise_interrupt=False,
+                ignore_permission_denied=True,
+            ):
+                paths = {path for _change, path in changes}
+                if any(
+                    change == watchfiles.Change.added and os.path.isdir(path)
+                    for change, path in changes
+                ):
+                    self._plan.key = ()  # a new directory: watch it too on the next refresh
+                self._queue.put(("paths", paths))
+        except (OSError, RuntimeError):
+            self._plan.key = ()
+
+    def _stop_watcher(self) -> None:
+        if self._watcher is not None:
+            thread, stop = self._watcher
+            stop.set()
+            thread.join(timeout=2)
+            self._watcher = None

@@ -1,0 +1,236 @@
+"""The board's rows: what each cell of the task table says, from the read model, as plain text.
+
+Pure (no Textual, no clock of its own: `now` is given, so snapshot tests freeze it). The table
+widget turns a `Row` into styled segments; the order, the filters and the header counts are
+decided here, where a unit test can see them.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from laneboard.core.domain.agents import AgentState
+from laneboard.core.domain.attention import Attention, attention
+from laneboard.core.domain.lanes import Lease
+from laneboard.core.domain.review import Overlap
+from laneboard.core.domain.views import GitState, RepoBoard, TaskView
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    title: str
+    width: int
+    priority: int
+    """Columns are dropped from the highest number first when the terminal is narrow."""
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("mark", "", 1, 0),
+    Column("name", "TASK", 16, 0),
+    Column("repo", "REPO", 10, 3),
+    Column("state", "STATE", 10, 0),
+    Column("agent", "AGENT", 10, 0),
+    Column("pane", "PANE", 5, 4),
+    Column("branch", "BRANCH → TARGET", 22, 5),
+    Column("git", "GIT", 12, 1),
+    Column("lane", "LANE", 18, 2),
+    Column("radar", "RADAR", 14, 3),
+    Column("age", "AGE", 4, 1),
+)
+GAP = 1
+
+
+def fit(width: int, *, many_repos: bool = True) -> tuple[Column, ...]:
+    """The columns that fit in `width` cells, in their order; the name column takes what is
+    left over."""
+    shown = [c for c in COLUMNS if many_repos or c.key != "repo"]
+    while sum(c.width + GAP for c in shown) > width and len(shown) > 3:
+        worst = max(shown, key=lambda c: (c.priority, COLUMNS.index(c)))
+        if worst.priority == 0:
+            break
+        shown.remove(worst)
+    spare = width - sum(c.width + GAP for c in shown)
+    if spare > 0:
+        shown = [
+            Column(c.key, c.title, c.width + min(spare, 24), c.priority) if c.key == "name" else c
+            for c in shown
+        ]
+    return tuple(shown)
+
+
+def ago(seconds: float) -> str:
+    """`12s`, `5m`, `3h`, `2d`: how long ago, in at most four characters."""
+    seconds = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def git_cell(git: GitState | None) -> str:
+    """`clean`, or the counts: `M2 S1 ?3 C1`, then `↑ahead ↓behind` against the target."""
+    if git is None:
+        return "…"
+    if not git.present:
+        return "missing"
+    parts = [
+        f"{letter}{n}"
+        for letter, n in (
+            ("C", git.conflicted),
+            ("M", git.modified),
+            ("S", git.staged),
+            ("?", git.untracked),
+        )
+        if n
+    ]
+    text = " ".join(parts) or "clean"
+    if git.ahead:
+        text += f" ↑{git.ahead}"
+    if git.behind:
+        text += f" ↓{git.behind}"
+    return text
+
+
+def _command(lease: Lease) -> str:
+    words = [w.rsplit("/", 1)[-1] for w in lease.command[:3]]
+    return shlex.join(words) if words else "?"
+
+
+def lane_cell(view: TaskView, now: float) -> str:
+    """`idle`, `running make 12s`, or `waiting: <reason>`."""
+    lane = view.lane
+    if lane is None:
+        return "-"
+    if lane.running:
+        lease = lane.running[0]
+        return f"running {_command(lease)} {ago(now - (lease.admitted_at or now))}"
+    if lane.waiting:
+        lease = lane.waiting[0]
+        return f"waiting: {lease.wait_reason}" if lease.wait_reason else "waiting"
+    return "idle"
+
+
+def agent_cell(view: TaskView) -> str:
+    if view.agent is None:
+        return "-" if view.task.agent_profile is None else (view.task.agent_state or "-")
+    return str(view.agent)
+
+
+def pane_cell(view: TaskView) -> str:
+    if not view.task.tmux_pane:
+        return "-"
+    if view.agent is None:
+        return "-"
+    if view.agent.state is AgentState.LOST:
+        return "gone"
+    return "dead" if view.agent.state is AgentState.EXITED else "alive"
+
+
+def radar_cell(conflicts: Sequence[Overlap], task_id: str, names: dict[str, str]) -> str:
+    """Who this task conflicts with: `target`, other task names; empty when nothing does."""
+    others: list[str] = []
+    for overlap in conflicts:
+        if overlap.other_id is None:
+            others.insert(0, "target")
+        else:
+            other = overlap.other_id if overlap.task_id == task_id else overlap.task_id
+            others.append(names.get(other, other[:6]))
+    return ("⚡ " + ",".join(others)) if others else ""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One task as the table shows it."""
+
+    task_id: str
+    repo_id: int
+    repo: str
+    name: str
+    attention: Attention
+    cells: dict[str, str]
+    view: TaskView
+    updated: float
+    search: str = field(repr=False, default="")
+
+    def key(self) -> tuple[int, float, str]:
+        """Needs-you first, then the most recently changed."""
+        return (self.attention.value, -self.updated, self.name)
+
+
+def rows(
+    boards: Iterable[RepoBoard],
+    radar: dict[str, tuple[Overlap, ...]],
+    now: float,
+) -> list[Row]:
+    """Every live task of `boards` as a row, in board order."""
+    made: list[Row] = []
+    for board in boards:
+        repo = board.repo.root.rstrip("/").rsplit("/", 1)[-1]
+        names = {view.task.id: view.task.name for view in board.tasks}
+        for view in board.tasks:
+            task = view.task
+            conflicts = radar.get(task.id, ())
+            kind = attention(view, len(conflicts))
+            branch = task.branch.removeprefix("refs/heads/")
+            cells = {
+                "mark": kind.marker,
+                "name": task.name,
+                "repo": repo,
+                "state": task.state.value.replace("_", " ").replace("ready for review", "review"),
+                "agent": agent_cell(view),
+                "pane": pane_cell(view),
+                "branch": f"{branch} → {task.target}" if task.target else branch,
+                "git": git_cell(view.git),
+                "lane": lane_cell(view, now),
+                "radar": radar_cell(conflicts, task.id, names),
+                "age": ago(now - task.updated_at),
+            }
+            made.append(
+                Row(
+                    task.id,
+                    board.repo.id,
+                    repo,
+                    task.name,
+                    kind,
+                    cells,
+                    view,
+                    task.updated_at,
+                    search=" ".join((task.name, repo, task.state.value, branch, *cells.values())),
+                )
+            )
+    return made
+
+
+@dataclass(frozen=True)
+class Filter:
+    """What the operator narrowed the board to."""
+
+    text: str = ""
+    repo: str | None = None
+    needs_you: bool = False
+
+    def keeps(self, row: Row) -> bool:
+        if self.repo is not None and row.repo != self.repo:
+            return False
+        if self.needs_you and row.attention is Attention.NONE:
+            return False
+        return all(word in row.search.lower() for word in self.text.lower().split())
+
+    def describe(self) -> str:
+        parts = []
+        if self.repo:
+            parts.append(f"repo {self.repo}")
+        if self.needs_you:
+            parts.append("needs you")
+        if self.text:
+            parts.append(f"“{self.text}”")
+        return ", ".join(parts)
+
+
+def arrange(all_rows: Iterable[Row], keep: Filter, *, needs_first: bool = True) -> list[Row]:
+    """The rows `keep` lets through, needs-you first (or in board order)."""
+    kept = [row for row in all_rows if keep.keeps(row)]
+    return sorted(kept, key=Row.key) if needs_first else kept

@@ -1,0 +1,374 @@
+"""The board's dialogs: new task, send a prompt, confirm a discard, finalize, filter, journal,
+help. Each is a screen that returns a plain value to the app (`dismiss`); none calls the
+service itself except to read (the journal), so every change goes through the app's workers.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Checkbox, Input, Label, Select, Static
+
+from laneboard.core.domain.cleanup import Blocker
+from laneboard.core.domain.models import Event, Task
+
+
+@dataclass(frozen=True)
+class NewTask:
+    repo: str
+    name: str
+    base: str | None
+    target: str | None
+    agent: str | None
+    command: str | None
+    prompt: str | None
+
+
+@dataclass(frozen=True)
+class Finalize:
+    publish: bool
+    strategy: str | None = None
+    into: str | None = None
+    pr: bool = False
+    draft: bool = False
+
+
+def _given(value: str) -> str | None:
+    return value.strip() or None
+
+
+class Dialog(ModalScreen[object]):
+    """A centered box; escape closes it with None."""
+
+    DEFAULT_CSS = """
+    Dialog { align: center middle; }
+    Dialog > Vertical {
+        width: 76; max-width: 100%; height: auto; max-height: 100%;
+        border: round $primary; background: $panel; padding: 0 1;
+    }
+    Dialog .title { text-style: bold; color: $primary; padding-bottom: 1; }
+    Dialog .hint { color: $text-muted; }
+    Dialog .blocker { color: $lb-failed; }
+    Dialog .saved { color: $lb-dirty; }
+    Dialog Input { margin-bottom: 0; }
+    Dialog Horizontal { height: auto; margin-top: 1; }
+    Dialog Button { margin-right: 2; }
+    """
+    BINDINGS = [Binding("escape", "close", "Cancel")]
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class NewTaskScreen(Dialog):
+    """Name, repository, base and target, agent profile or command, first prompt."""
+
+    def __init__(self, repos: list[str], profiles: list[str], here: str | None) -> None:
+        super().__init__()
+        self.repos = repos
+        self.profiles = profiles
+        self.here = here if here in repos else (repos[0] if repos else None)
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label("New task", classes="title")
+            yield Input(placeholder="name (becomes branch lb/<name>)", id="name")
+            if self.repos:
+                yield Select(
+                    [(repo, repo) for repo in self.repos],
+                    value=self.here or Select.BLANK,
+                    allow_blank=False,
+                    id="repo",
+                )
+            else:
+                yield Input(placeholder="repository path", id="repo-path")
+            yield Input(placeholder="base (default: the target's tip)", id="base")
+            yield Input(placeholder="target branch (default: the repo's)", id="target")
+            yield Select(
+                [(p, p) for p in self.profiles],
+                prompt="agent profile (default: agents.default)",
+                id="agent",
+            )
+            yield Input(placeholder="or a command line to run as the agent", id="command")
+            yield Input(placeholder="first prompt", id="prompt")
+            yield Label("enter creates · esc cancels", classes="hint")
+            with Horizontal():
+                yield Button("Create", variant="primary", id="create")
+                yield Button("Cancel", id="cancel")
+
+    def on_input_submitted(self) -> None:
+        self._create()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "create":
+            self._create()
+        else:
+            self.dismiss(None)
+
+    def _create(self) -> None:
+        name = self.query_one("#name", Input).value.strip()
+        if not name:
+            self.notify("a task needs a name", severity="error")
+            return
+        if self.repos:
+            repo = str(self.query_one("#repo", Select).value)
+        else:
+            repo = self.query_one("#repo-path", Input).value.strip() or "."
+        agent = self.query_one("#agent", Select).value
+        self.dismiss(
+            NewTask(
+                repo=repo,
+                name=name,
+                base=_given(self.query_one("#base", Input).value),
+                target=_given(self.query_one("#target", Input).value),
+                agent=None if agent is Select.BLANK else str(agent),
+                command=_given(self.query_one("#command", Input).value),
+                prompt=_given(self.query_one("#prompt", Input).value),
+            )
+        )
+
+
+class PromptScreen(Dialog):
+    """A prompt to type into the agent, now or once it is idle."""
+
+    def __init__(self, task: str) -> None:
+        super().__init__()
+        self.task_name = task
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(f"Send a prompt to {self.task_name}", classes="title")
+            yield Input(placeholder="prompt", id="text")
+            yield Checkbox("wait until the agent is idle", id="idle")
+            yield Label("enter sends · esc cancels", classes="hint")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.value.strip():
+            self.dismiss((event.value, self.query_one("#idle", Checkbox).value))
+
+
+class DiscardScreen(Dialog):
+    """What blocks a discard; forcing past what a snapshot saves needs the task name typed."""
+
+    def __init__(self, task: str, blockers: tuple[Blocker, ...]) -> None:
+        super().__init__()
+        self.task_name = task
+        self.blockers = blockers
+
+    @property
+    def hard(self) -> list[Blocker]:
+        return [b for b in self.blockers if not b.lifted_by_snapshot]
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(f"Discard {self.task_name}?", classes="title")
+            if not self.blockers:
+                yield Label(
+                    "Nothing blocks it: its worktree and branch are removed after a snapshot "
+                    "(`restore` brings it back)."
+                )
+                with Horizontal():
+                    yield Button("Discard", variant="error", id="discard")
+                    yield Button("Cancel", id="cancel")
+                return
+            for blocker in self.blockers:
+                mark = "saved in a snapshot with force" if blocker.lifted_by_snapshot else "blocks"
+                classes = "saved" if blocker.lifted_by_snapshot else "blocker"
+                yield Label(f"• {blocker.fact}  ({mark})", classes=classes)
+            if self.hard:
+                yield Label(
+                    "Force cannot override the blockers above; deal with them first.",
+                    classes="hint",
+                )
+                with Horizontal():
+                    yield Button("Close", id="cancel")
+                return
+            yield Label(
+                f"To save these in a snapshot and remove anyway, type {self.task_name}:",
+                classes="hint",
+            )
+            yield Input(placeholder=self.task_name, id="confirm")
+            with Horizontal():
+                yield Button("Force discard", variant="error", id="force", disabled=True)
+                yield Button("Cancel", id="cancel")
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.query_one("#force", Button).disabled = event.value != self.task_name
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.value == self.task_name:
+            self.dismiss("force")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss({"discard": "discard", "force": "force"}.get(event.button.id or ""))
+
+
+class FinalizeScreen(Dialog):
+    """Merge the reviewed SHA into the target here, or publish it (optionally with a PR)."""
+
+    def __init__(self, task: Task) -> None:
+        super().__init__()
+        self.task_ = task
+
+    def compose(self) -> ComposeResult:
+        task = self.task_
+        reviewed = task.reviewed_sha[:12] if task.reviewed_sha else "not reviewed yet"
+        with Vertical():
+            yield Label(f"Finalize {task.name}", classes="title")
+            yield Label(f"reviewed: {reviewed} · target: {task.target or '?'}")
+            yield Select(
+                [("merge commit", "merge"), ("squash", "squash"), ("rebase", "rebase")],
+                prompt="strategy (default: finalize.strategy)",
+                id="strategy",
+            )
+            yield Input(placeholder=f"into (default: {task.target})", id="into")
+            yield Checkbox("open a pull request (publish)", id="pr")
+            yield Checkbox("as a draft", id="draft")
+            with Horizontal():
+                yield Button("Merge here", variant="primary", id="merge")
+                yield Button("Publish", id="publish")
+                yield Button("Cancel", id="cancel")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "cancel":
+            self.dismiss(None)
+            return
+        strategy = self.query_one("#strategy", Select).value
+        self.dismiss(
+            Finalize(
+                publish=event.button.id == "publish",
+                strategy=None if strategy is Select.BLANK else str(strategy),
+                into=_given(self.query_one("#into", Input).value),
+                pr=self.query_one("#pr", Checkbox).value,
+                draft=self.query_one("#draft", Checkbox).value,
+            )
+        )
+
+
+class FilterScreen(Dialog):
+    """Narrow the board by text, repository and needs-you."""
+
+    def __init__(self, text: str, repo: str | None, repos: list[str], needs: bool) -> None:
+        super().__init__()
+        self.text, self.repo, self.repos, self.needs = text, repo, repos, needs
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label("Filter", classes="title")
+            yield Input(value=self.text, placeholder="words that must appear in the row", id="q")
+            yield Select(
+                [(r, r) for r in self.repos],
+                value=self.repo if self.repo in self.repos else Select.BLANK,
+                prompt="every repository",
+                id="repo",
+            )
+            yield Checkbox("only tasks that need me", self.needs, id="needs")
+            yield Label("enter applies · esc cancels", classes="hint")
+
+    def on_input_submitted(self) -> None:
+        repo = self.query_one("#repo", Select).value
+        self.dismiss(
+            (
+                self.query_one("#q", Input).value,
+                None if repo is Select.BLANK else str(repo),
+                self.query_one("#needs", Checkbox).value,
+            )
+        )
+
+
+def _short(value: object) -> str:
+    """A commit id as its first 10 digits, a path as its last two parts."""
+    text = str(value)
+    if len(text) == 40 and all(c in "0123456789abcdef" for c in text):
+        return text[:10]
+    if text.startswith("/") and text.count("/") > 2:
+        return "…/" + "/".join(text.rsplit("/", 2)[-2:])
+    return text
+
+
+def event_line(event: Event) -> Text:
+    when = time.strftime("%H:%M:%S", time.localtime(event.at))
+    data = " ".join(
+        f"{k}={_short(v)}" for k, v in event.data.items() if not isinstance(v, dict | list)
+    )
+    line = Text(f"{when} ", style="dim")
+    line.append(event.kind, style="bold")
+    line.append(f" ({event.actor.value}) ")
+    line.append(data[:160])
+    return line
+
+
+OWNERSHIP = (
+    "id",
+    "state",
+    "branch",
+    "branch_created_by_us",
+    "base_sha",
+    "worktree_path",
+    "worktree_created_by_us",
+    "admin_name",
+    "target",
+    "reviewed_sha",
+    "finalized_sha",
+    "tmux_pane",
+    "conversation_id",
+)
+
+
+class JournalScreen(Dialog):
+    """The task's ownership record and its whole journal."""
+
+    DEFAULT_CSS = """
+    JournalScreen > Vertical { width: 120; height: 90%; }
+    JournalScreen VerticalScroll { height: 1fr; }
+    """
+
+    def __init__(self, task: Task, events: list[Event]) -> None:
+        super().__init__()
+        self.task_, self.events = task, events
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(f"Journal of {self.task_.name}", classes="title")
+            record = Text()
+            for key in OWNERSHIP:
+                record.append(f"{key:>24} ", style="dim")
+                record.append(f"{getattr(self.task_, key)}\n")
+            with VerticalScroll():
+                yield Static(record)
+                journal = Text()
+                for event in self.events:
+                    journal.append_text(event_line(event))
+                    journal.append("\n")
+                yield Static(journal)
+            yield Label("esc closes", classes="hint")
+
+
+class HelpScreen(Dialog):
+    """Every key of the board, with its binding id for the key map."""
+
+    DEFAULT_CSS = "HelpScreen > Vertical { width: 100; height: 90%; }"
+
+    def __init__(self, lines: list[tuple[str, str, str]]) -> None:
+        super().__init__()
+        self.lines = lines
+
+    def compose(self) -> ComposeResult:
+        text = Text()
+        for keys, what, binding in self.lines:
+            text.append(f"{keys:>12}  ", style="bold")
+            text.append(f"{what:<32}")
+            text.append(f"{binding}\n", style="dim")
+        with Vertical():
+            yield Label(
+                "Keys (remap in config.toml: [board.keys] binding = 'key')", classes="title"
+            )
+            with VerticalScroll():
+                yield Static(text)
+            yield Label("esc closes · ctrl+p opens the command palette", classes="hint")
