@@ -146,27 +146,34 @@ class BoardApp(App[None]):
         self.config = service.board_config()
         self._preview_for: str | None = None
         self._preview_text = ""
+        self._title = ""
         register(self)  # type: ignore[arg-type]
         self.theme = self.config.theme if self.config.theme in self.available_themes else DEFAULT
 
     # --- layout -------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="header")
+        # Held as attributes: `App.query_one` looks in the active screen, which is a dialog
+        # whenever one is open, and the board keeps painting under it.
+        self.header, self.table = Static("", id="header"), TaskTable(id="tasks")
+        self.empty, self.preview = Static("", id="empty"), Static("", id="preview")
+        self.journal, self.lanes = Static("", id="journal"), Static("", id="lanes")
+        self.status = Static("", id="status")
+        yield self.header
         with Vertical(id="main"):
-            yield TaskTable(id="tasks")
-            yield Static("", id="empty")
+            yield self.table
+            yield self.empty
             with Horizontal(id="detail"):
-                yield Static("", id="preview")
-                yield Static("", id="journal")
-        yield Static("", id="lanes")
-        yield Static("", id="status")
+                yield self.preview
+                yield self.journal
+        yield self.lanes
+        yield self.status
         yield Footer()
 
     def on_mount(self) -> None:
         if self.config.keys:
             self.set_keymap(self.config.keys)
-        self.query_one(TaskTable).focus()
+        self.table.focus()
         if self.update_ is not None:
             self._apply(self.update_)
         else:
@@ -200,7 +207,7 @@ class BoardApp(App[None]):
         first = self.update_ is None or not self.attention
         self.update_ = update
         if update.error:
-            self.query_one("#status", Static).update(Text(f"laneboard: {update.error}", "bold"))
+            self.status.update(Text(f"laneboard: {update.error}", "bold"))
         now = self.clock()
         boards = update.snapshot.repos
         self.all_rows = rows(boards, update.radar, now)
@@ -222,15 +229,15 @@ class BoardApp(App[None]):
                 break
 
     def _arrange(self) -> None:
-        table = self.query_one(TaskTable)
+        table = self.table
         self.rows = arrange(self.all_rows, self.filter)
         many = len({row.repo_id for row in self.all_rows}) > 1
         table.show(self.rows, many_repos=many)
         self._paint_empty()
 
     def _paint_empty(self) -> None:
-        empty = self.query_one("#empty", Static)
-        table = self.query_one(TaskTable)
+        empty = self.empty
+        table = self.table
         if self.rows:
             empty.display, table.display = False, True
             return
@@ -266,7 +273,7 @@ class BoardApp(App[None]):
         controller = update.controller
         if controller:
             text.append(f"   observing (controller pid {controller})", style="dim")
-        self.query_one("#header", Static).update(text)
+        self.header.update(text)
 
     def _paint_lanes(self, boards: Iterable[RepoBoard], now: float) -> None:
         snap = self.update_.snapshot if self.update_ else None
@@ -295,7 +302,7 @@ class BoardApp(App[None]):
                     state += f", {len(lane.waiting)} waiting ({reason})" if reason else ""
                 parts.append(f"{lane.label} {state}")
             text.append(" · ".join(parts) or "idle")
-        self.query_one("#lanes", Static).update(text)
+        self.lanes.update(text)
 
     def _tell(self, row: Row) -> None:
         what = "is waiting for you" if row.attention is Attention.WAITING else "is ready for review"
@@ -308,20 +315,21 @@ class BoardApp(App[None]):
         title = f"laneboard ({waiting})" if waiting else "laneboard"
         self.sub_title = f"{waiting} need you" if waiting else ""
         driver = self._driver
-        if driver is not None and not self.is_headless:
-            driver.write(f"\x1b]2;{title}\x07")
+        if title != self._title and driver is not None and not self.is_headless:
+            driver.write(f"\x1b]2;{title}\x07")  # the terminal's title: tmux shows it as #T
+        self._title = title
 
     # --- the selected task: preview and journal ---------------------------------------------
 
     def _selected_ref(self) -> Row | None:
-        return self.query_one(TaskTable).selected
+        return self.table.selected
 
     def on_task_table_selected(self, message: TaskTable.Selected) -> None:
         row = message.row
         self._preview_for = row.task_id if row else None
         self._preview_text = ""
-        self.query_one("#preview", Static).update("")
-        self.query_one("#journal", Static).update("")
+        self.preview.update("")
+        self.journal.update("")
         if row is not None:
             self.load_preview(row)
             self.load_journal(row)
@@ -333,7 +341,7 @@ class BoardApp(App[None]):
 
     @work(thread=True, exclusive=True, group="preview", exit_on_error=False)
     def load_preview(self, row: Row) -> None:
-        lines = max(8, self.query_one("#preview", Static).size.height)
+        lines = max(8, self.preview.size.height)
         try:
             screen = self.service.screen(row.repo_id, row.task_id, lines=lines)
         except LaneboardError as err:
@@ -344,10 +352,10 @@ class BoardApp(App[None]):
         if task_id != self._preview_for or screen == self._preview_text:
             return
         self._preview_text = screen
-        height = self.query_one("#preview", Static).size.height or 12
+        height = self.preview.size.height or 12
         tail = "\n".join(screen.rstrip("\n").splitlines()[-height:])
         shown = Text.from_ansi(tail) if tail else Text("(no pane)", style="dim")
-        self.query_one("#preview", Static).update(shown)
+        self.preview.update(shown)
 
     @work(thread=True, exclusive=True, group="journal", exit_on_error=False)
     def load_journal(self, row: Row | None) -> None:
@@ -356,13 +364,13 @@ class BoardApp(App[None]):
         try:
             _task, events = self.service.log(row.repo_id, row.task_id)
         except LaneboardError as err:
-            self.call_from_thread(self.query_one("#journal", Static).update, str(err))
+            self.call_from_thread(self.journal.update, str(err))
             return
         text = Text()
         for event in events[-10:]:
             text.append_text(event_line(event))
             text.append("\n")
-        self.call_from_thread(self.query_one("#journal", Static).update, text)
+        self.call_from_thread(self.journal.update, text)
 
     # --- actions --------------------------------------------------------------------------
 
@@ -446,16 +454,14 @@ class BoardApp(App[None]):
         self.notify(text, severity="error" if failed else "information", timeout=8)
 
     def _paint_status(self) -> None:
-        status = self.query_one("#status", Static)
+        status = self.status
         if self.busy:
             status.update(Text("⏳ " + " · ".join(self.busy) + "   (esc cancels a wait)"))
         else:
             status.update("")
 
     def on_waiting(self, key: str, reason: str) -> None:
-        self.query_one("#status", Static).update(
-            Text(f"⏳ {key}: waiting for {reason} (esc cancels)")
-        )
+        self.status.update(Text(f"⏳ {key}: waiting for {reason} (esc cancels)"))
 
     def _waiter(self, key: str) -> Callable[[Any], None]:
         def heard(lease: Any) -> None:
@@ -546,7 +552,7 @@ class BoardApp(App[None]):
             def compose(self) -> ComposeResult:
                 with Vertical():
                     yield Static("Restore a discarded task (its name or id):", classes="title")
-                    yield Input(id="name")
+                    yield Input(compact=True, id="name")
 
             def on_input_submitted(self, event: Input.Submitted) -> None:
                 self.dismiss(event.value.strip() or None)

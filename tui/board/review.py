@@ -136,7 +136,8 @@ class ReviewScreen(Screen[str | None]):
             other = "its target" if overlap.other is None else overlap.other
             lines.append(f"conflicts with {other}: {', '.join(overlap.check.files[:4])}")
         self.query_one("#radar", Static).update("\n".join(lines))
-        self.query_one("#screen", Static).update(Text.from_ansi(screen) if screen else "")
+        tail = "\n".join(screen.rstrip().splitlines()[-7:])
+        self.query_one("#screen", Static).update(Text.from_ansi(tail) if tail else "")
         if files:
             options.highlighted = 0
         else:

@@ -56,7 +56,7 @@ class Dialog(ModalScreen[object]):
     Dialog .hint { color: $text-muted; }
     Dialog .blocker { color: $lb-failed; }
     Dialog .saved { color: $lb-dirty; }
-    Dialog Input { margin-bottom: 0; }
+    Dialog Input { margin-bottom: 1; }
     Dialog Horizontal { height: auto; margin-top: 1; }
     Dialog Button { margin-right: 2; }
     """
@@ -78,29 +78,35 @@ class NewTaskScreen(Dialog):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label("New task", classes="title")
-            yield Input(placeholder="name (becomes branch lb/<name>)", id="name")
+            yield Input(compact=True, placeholder="name (becomes branch lb/<name>)", id="name")
             if self.repos:
                 yield Select(
                     [(repo, repo) for repo in self.repos],
-                    value=self.here or Select.BLANK,
+                    value=self.here or Select.NULL,
                     allow_blank=False,
                     id="repo",
+                    compact=True,
                 )
             else:
-                yield Input(placeholder="repository path", id="repo-path")
-            yield Input(placeholder="base (default: the target's tip)", id="base")
-            yield Input(placeholder="target branch (default: the repo's)", id="target")
+                yield Input(compact=True, placeholder="repository path", id="repo-path")
+            yield Input(compact=True, placeholder="base (default: the target's tip)", id="base")
+            yield Input(
+                compact=True, placeholder="target branch (default: the repo's)", id="target"
+            )
             yield Select(
                 [(p, p) for p in self.profiles],
                 prompt="agent profile (default: agents.default)",
                 id="agent",
+                compact=True,
             )
-            yield Input(placeholder="or a command line to run as the agent", id="command")
-            yield Input(placeholder="first prompt", id="prompt")
+            yield Input(
+                compact=True, placeholder="or a command line to run as the agent", id="command"
+            )
+            yield Input(compact=True, placeholder="first prompt", id="prompt")
             yield Label("enter creates · esc cancels", classes="hint")
             with Horizontal():
-                yield Button("Create", variant="primary", id="create")
-                yield Button("Cancel", id="cancel")
+                yield Button("Create", variant="primary", id="create", compact=True)
+                yield Button("Cancel", id="cancel", compact=True)
 
     def on_input_submitted(self) -> None:
         self._create()
@@ -117,7 +123,8 @@ class NewTaskScreen(Dialog):
             self.notify("a task needs a name", severity="error")
             return
         if self.repos:
-            repo = str(self.query_one("#repo", Select).value)
+            chosen = self.query_one("#repo", Select).value
+            repo = chosen if isinstance(chosen, str) else "."
         else:
             repo = self.query_one("#repo-path", Input).value.strip() or "."
         agent = self.query_one("#agent", Select).value
@@ -127,7 +134,7 @@ class NewTaskScreen(Dialog):
                 name=name,
                 base=_given(self.query_one("#base", Input).value),
                 target=_given(self.query_one("#target", Input).value),
-                agent=None if agent is Select.BLANK else str(agent),
+                agent=agent if isinstance(agent, str) else None,
                 command=_given(self.query_one("#command", Input).value),
                 prompt=_given(self.query_one("#prompt", Input).value),
             )
@@ -144,8 +151,8 @@ class PromptScreen(Dialog):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(f"Send a prompt to {self.task_name}", classes="title")
-            yield Input(placeholder="prompt", id="text")
-            yield Checkbox("wait until the agent is idle", id="idle")
+            yield Input(compact=True, placeholder="prompt", id="text")
+            yield Checkbox("wait until the agent is idle", id="idle", compact=True)
             yield Label("enter sends · esc cancels", classes="hint")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -174,29 +181,31 @@ class DiscardScreen(Dialog):
                     "(`restore` brings it back)."
                 )
                 with Horizontal():
-                    yield Button("Discard", variant="error", id="discard")
-                    yield Button("Cancel", id="cancel")
+                    yield Button("Discard", variant="error", id="discard", compact=True)
+                    yield Button("Cancel", id="cancel", compact=True)
                 return
             for blocker in self.blockers:
                 mark = "saved in a snapshot with force" if blocker.lifted_by_snapshot else "blocks"
                 classes = "saved" if blocker.lifted_by_snapshot else "blocker"
-                yield Label(f"• {blocker.fact}  ({mark})", classes=classes)
+                yield Static(f"• {blocker.fact}  ({mark})", classes=classes)
             if self.hard:
                 yield Label(
                     "Force cannot override the blockers above; deal with them first.",
                     classes="hint",
                 )
                 with Horizontal():
-                    yield Button("Close", id="cancel")
+                    yield Button("Close", id="cancel", compact=True)
                 return
             yield Label(
                 f"To save these in a snapshot and remove anyway, type {self.task_name}:",
                 classes="hint",
             )
-            yield Input(placeholder=self.task_name, id="confirm")
+            yield Input(compact=True, placeholder=self.task_name, id="confirm")
             with Horizontal():
-                yield Button("Force discard", variant="error", id="force", disabled=True)
-                yield Button("Cancel", id="cancel")
+                yield Button(
+                    "Force discard", variant="error", id="force", disabled=True, compact=True
+                )
+                yield Button("Cancel", id="cancel", compact=True)
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self.query_one("#force", Button).disabled = event.value != self.task_name
@@ -210,7 +219,10 @@ class DiscardScreen(Dialog):
 
 
 class FinalizeScreen(Dialog):
-    """Merge the reviewed SHA into the target here, or publish it (optionally with a PR)."""
+    """Merge the reviewed SHA into the target here, or publish it (optionally with a PR).
+    Enter merges with the defaults; tab reaches the choices."""
+
+    AUTO_FOCUS = "#merge"
 
     def __init__(self, task: Task) -> None:
         super().__init__()
@@ -226,14 +238,15 @@ class FinalizeScreen(Dialog):
                 [("merge commit", "merge"), ("squash", "squash"), ("rebase", "rebase")],
                 prompt="strategy (default: finalize.strategy)",
                 id="strategy",
+                compact=True,
             )
-            yield Input(placeholder=f"into (default: {task.target})", id="into")
-            yield Checkbox("open a pull request (publish)", id="pr")
-            yield Checkbox("as a draft", id="draft")
+            yield Input(compact=True, placeholder=f"into (default: {task.target})", id="into")
+            yield Checkbox("open a pull request (publish)", id="pr", compact=True)
+            yield Checkbox("as a draft", id="draft", compact=True)
             with Horizontal():
-                yield Button("Merge here", variant="primary", id="merge")
-                yield Button("Publish", id="publish")
-                yield Button("Cancel", id="cancel")
+                yield Button("Merge here", variant="primary", id="merge", compact=True)
+                yield Button("Publish", id="publish", compact=True)
+                yield Button("Cancel", id="cancel", compact=True)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "cancel":
@@ -243,7 +256,7 @@ class FinalizeScreen(Dialog):
         self.dismiss(
             Finalize(
                 publish=event.button.id == "publish",
-                strategy=None if strategy is Select.BLANK else str(strategy),
+                strategy=strategy if isinstance(strategy, str) else None,
                 into=_given(self.query_one("#into", Input).value),
                 pr=self.query_one("#pr", Checkbox).value,
                 draft=self.query_one("#draft", Checkbox).value,
@@ -261,14 +274,20 @@ class FilterScreen(Dialog):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label("Filter", classes="title")
-            yield Input(value=self.text, placeholder="words that must appear in the row", id="q")
+            yield Input(
+                compact=True,
+                value=self.text,
+                placeholder="words that must appear in the row",
+                id="q",
+            )
             yield Select(
                 [(r, r) for r in self.repos],
-                value=self.repo if self.repo in self.repos else Select.BLANK,
+                value=self.repo if self.repo in self.repos else Select.NULL,
                 prompt="every repository",
                 id="repo",
+                compact=True,
             )
-            yield Checkbox("only tasks that need me", self.needs, id="needs")
+            yield Checkbox("only tasks that need me", self.needs, id="needs", compact=True)
             yield Label("enter applies · esc cancels", classes="hint")
 
     def on_input_submitted(self) -> None:
@@ -276,7 +295,7 @@ class FilterScreen(Dialog):
         self.dismiss(
             (
                 self.query_one("#q", Input).value,
-                None if repo is Select.BLANK else str(repo),
+                repo if isinstance(repo, str) else None,
                 self.query_one("#needs", Checkbox).value,
             )
         )
