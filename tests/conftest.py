@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import signal
 import subprocess
@@ -33,6 +34,8 @@ sys.dont_write_bytecode = True
 os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+FAKE = [sys.executable, str(REPO_ROOT / "tests" / "fakes" / "claude.py")]
+"""The fake Claude Code (`tests/fakes/claude.py`) as an agent profile's command."""
 DEADLINE = 30.0
 """Seconds any single laneboard command of a test may take before the test fails."""
 
@@ -58,6 +61,8 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("LANEBOARD_HOME", str(tmp_path / "lbhome"))
     monkeypatch.setenv("LANEBOARD_TMUX_SOCKET", f"lb-test-{os.getpid()}-{tmp_path.name}")
+    # A test that forgets to say where runs there, never in the checkout.
+    monkeypatch.chdir(tmp_path)
     yield home
 
 
@@ -191,3 +196,21 @@ def pause(tmp_path: Path) -> Iterator[Callable[[str], Pause]]:
     yield at
     for held in made:
         held.close()
+
+
+@pytest.fixture
+def agents(server, repo: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+    """Agents run on the test's private tmux server; `claude` is the fake. Call the fixture
+    with extra `[agents]` lines or profile fields to change the config."""
+    monkeypatch.setenv("LANEBOARD_TMUX_SOCKET", server.socket_name)
+    home = Path(os.environ["LANEBOARD_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+
+    def configure(agents_lines: str = "", profile_lines: str = "") -> None:
+        (home / "config.toml").write_text(
+            f"[agents]\n{agents_lines}\n"
+            f"[agents.profiles.claude]\ncommand = {json.dumps(FAKE)}\n{profile_lines}\n"
+        )
+
+    configure()
+    return configure

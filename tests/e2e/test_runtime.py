@@ -19,12 +19,11 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO_ROOT, git
+from tests.conftest import FAKE, REPO_ROOT, git
 from tests.procs import Spawned
 
 pytestmark = pytest.mark.tmux
 
-FAKE = [sys.executable, str(REPO_ROOT / "tests" / "fakes" / "claude.py")]
 DEADLINE = 20.0
 
 
@@ -39,24 +38,6 @@ def eventually(check: Callable[[], Any], what: str, deadline: float = DEADLINE) 
         if time.monotonic() > end:
             raise AssertionError(f"{what}: not within {deadline}s (last answer {found!r})")
         time.sleep(0.05)
-
-
-@pytest.fixture
-def agents(server, repo: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
-    """Agents run on the test's private tmux server; `claude` is the fake. Call the fixture
-    with extra `[agents]` lines or profile fields to change the config."""
-    monkeypatch.setenv("LANEBOARD_TMUX_SOCKET", server.socket_name)
-    home = Path(os.environ["LANEBOARD_HOME"])
-    home.mkdir(parents=True, exist_ok=True)
-
-    def configure(agents_lines: str = "", profile_lines: str = "") -> None:
-        (home / "config.toml").write_text(
-            f"[agents]\n{agents_lines}\n"
-            f"[agents.profiles.claude]\ncommand = {json.dumps(FAKE)}\n{profile_lines}\n"
-        )
-
-    configure()
-    return configure
 
 
 def show(cli, name: str) -> dict[str, Any]:

@@ -185,20 +185,22 @@ class BoardApp(App[None]):
 
     def _post(self, update: Update) -> None:
         """Called on the feed thread: hand the update to the UI thread."""
-        with contextlib.suppress(RuntimeError):  # the app is closing
-            self.call_from_thread(self._apply, update)
+        if self.is_running:
+            with contextlib.suppress(RuntimeError):  # the app is closing
+                self.call_from_thread(self._apply, update)
 
     @work(thread=True, exclusive=True, group="feed", exit_on_error=False)
     def run_feed(self) -> None:
         assert self.feed is not None
         self.feed.run()
 
-    async def action_quit(self) -> None:
+    def on_unmount(self) -> None:
+        """However the app ends (quit, an error, a test leaving), the feed thread stops and
+        every wait for a lane is cancelled: no thread outlives the board."""
         if self.feed is not None:
             self.feed.stop()
-        for cancel in self.busy.values():
+        for cancel in list(self.busy.values()):
             cancel.cancel()
-        self.exit()
 
     # --- painting -----------------------------------------------------------------------------
 
@@ -514,6 +516,8 @@ class BoardApp(App[None]):
 
     def _ask_new(self) -> None:
         repos = [repo.root for repo in self.service.repos()]
+        if self.here is not None and self.here not in repos:
+            repos.insert(0, self.here)
         profiles = self.service.profiles() if hasattr(self.service, "profiles") else []
         here = self.here
         self.push_screen(NewTaskScreen(repos, profiles, here), self._create)

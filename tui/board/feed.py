@@ -35,6 +35,9 @@ from laneboard.core.domain.views import BoardSnapshot, GitState, WatchSet
 
 TICK = 1.0
 """Seconds between tmux polls (agent screens, dead panes, lane timers) when nothing happens."""
+GAP = 0.1
+"""Seconds at least between two refreshes: a burst of writes is read once (the board repaints
+at most a few times a second)."""
 RADAR_EVERY = 30.0
 """The radar is also recomputed this often (a target moved in a repo laneboard does not watch)."""
 SKIP_DIRS = frozenset(
@@ -161,6 +164,7 @@ class Feed:
         self._cursor: int | None = None
         self._version: int | None = None
         self._controller = False
+        self._last = 0.0
 
     # --- from any thread -----------------------------------------------------------------
 
@@ -200,6 +204,9 @@ class Feed:
         except queue.Empty:
             return dirty, True
         items = [(kind, item)]
+        wait = self._last + GAP - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
         while True:
             try:
                 items.append(self._queue.get_nowait())
@@ -224,6 +231,7 @@ class Feed:
     def _refresh(self, dirty: set[str] | None, _events: tuple[Event, ...]) -> None:
         """One read of the world (`dirty` None: every worktree), then one `Update`."""
         service = self.service
+        self._last = time.monotonic()
         try:
             if self._controller:
                 changed = {task.id for task in service.reconcile(record=True)}

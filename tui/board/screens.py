@@ -126,7 +126,10 @@ class NewTaskScreen(Dialog):
             chosen = self.query_one("#repo", Select).value
             repo = chosen if isinstance(chosen, str) else "."
         else:
-            repo = self.query_one("#repo-path", Input).value.strip() or "."
+            repo = self.query_one("#repo-path", Input).value.strip()
+            if not repo:
+                self.notify("which repository? give a path inside it", severity="error")
+                return
         agent = self.query_one("#agent", Select).value
         self.dismiss(
             NewTask(
