@@ -41,6 +41,8 @@ POINTS = (
     "finalize.after_anchor",
     "publish.after_intent",
     "publish.after_push",
+    "pause.after_stop",
+    "retain.after_stop",
 )
 """Every point the code declares; `checkpoint` refuses names not listed here (a typo in a test
 would otherwise never fire and the test would pass vacuously)."""

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from laneboard.core.adapters import agentfiles, confine
+from laneboard.core.adapters import agentfiles, confine, faults, locks
 from laneboard.core.adapters.config import Settings, state_dir
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import RepoContext
@@ -356,7 +356,16 @@ def finish_exited(ledger: Ledger, runtime: Runtime, task: Task, state: State, ac
 
 def pause(ctx: RepoContext, ledger: Ledger, runtime: Runtime, task: Task, actor: Actor) -> Task:
     """Save the pane's screen and scrollback to the journal, stop the agent (SIGTERM, then its
-    processes are killed after `agents.stop_grace`), keep every file as it is."""
+    processes are killed after `agents.stop_grace`), keep every file as it is.
+
+    The stop and its record happen under the agents lock: the controller, which turns an agent
+    that exited into a task ready for review, takes the same lock and reads the task again, so
+    it never mistakes this stop for the agent's own exit."""
+    with locks.held("agents"):
+        return _pause(ctx, ledger, runtime, ledger.task(task.id), actor)
+
+
+def _pause(ctx: RepoContext, ledger: Ledger, runtime: Runtime, task: Task, actor: Actor) -> Task:
     if task.state is not TaskState.RUNNING:
         raise AgentError(f"{task.name} is {task.state.value}; only a running task can pause")
     pane = pane_of(task)
@@ -368,6 +377,7 @@ def pause(ctx: RepoContext, ledger: Ledger, runtime: Runtime, task: Task, actor:
         if not stopped.stopped:
             raise AgentError(f"{task.name}: its agent did not stop: {stopped.detail}")
         detail = stopped.detail
+        faults.checkpoint("pause.after_stop")
     return ledger.update_task(
         task.id,
         actor=actor,

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from laneboard.core.adapters import faults, procs, snapshot
+from laneboard.core.adapters import faults, locks, procs, snapshot
 from laneboard.core.adapters.git import (
     delete_ref_if,
     index_listing,
@@ -84,13 +84,20 @@ discard gives up and leaves the task retained."""
 
 
 def retain(ctx: RepoContext, ledger: Ledger, task: Task, runtime: Runtime, actor: Actor) -> Task:
-    """Stop the agent (if one runs) and keep worktree and branch exactly as they are."""
+    """Stop the agent (if one runs) and keep worktree and branch exactly as they are. Under the
+    agents lock, like `pause`: the controller must not take this stop for the agent's exit."""
+    with locks.held("agents"):
+        return _retain(ledger, ledger.task(task.id), runtime, actor)
+
+
+def _retain(ledger: Ledger, task: Task, runtime: Runtime, actor: Actor) -> Task:
     check_transition(task.state, TaskState.RETAINED)
     pane = pane_of(task)
     if pane is not None:
         stopped = runtime.stop(pane, timeout=STOP_SECONDS)
         if not stopped.stopped:
             raise LaneboardError(f"{task.name}: its agent did not stop: {stopped.detail}")
+        faults.checkpoint("retain.after_stop")
     return ledger.update_task(
         task.id,
         actor=actor,

@@ -895,3 +895,37 @@ def test_finalize_refuses_a_running_agent_and_rebase_waits_for_an_idle_one(
     assert cli("pause", "t").code == 0
     assert cli("review", "t", "--mark").code == 0
     assert cli("finalize", "t", "--merge").code == 0
+
+
+@pytest.mark.parametrize(("command", "after", "state"), [
+    ("pause", "pause.after_stop", "paused"),
+    ("retain", "retain.after_stop", "retained"),
+])  # fmt: skip
+def test_the_controller_never_takes_a_pause_or_retain_for_the_agents_own_exit(
+    repo: Path, cli, agents, server, pause, command: str, after: str, state: str
+) -> None:
+    """Regression: the board (the controller) saw the pane of an agent that `pause` had just
+    stopped as dead, made the task ready for review, and the pause then failed ("another
+    process changed it"). The stop and its record now hold the agents lock."""
+    assert cli("new", "t").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle")
+    held = pause(after)
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **held.env}
+    stopping = subprocess.Popen(
+        [sys.executable, "-P", "-m", "laneboard", command, "t"], cwd=repo, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    held.reached()  # the agent is stopped, nothing recorded yet
+    controller = subprocess.Popen(
+        [sys.executable, "-P", "-m", "laneboard", "supervise", "--once"], cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(0.5)  # the controller reconciles now, or waits for the lock
+    held.go()
+    _out, err = stopping.communicate(timeout=DEADLINE)
+    assert stopping.returncode == 0, err
+    controller.communicate(timeout=DEADLINE)
+    assert show(cli, "t")["state"] == state
+    kinds = [line.split()[2] for line in cli("log", "t").out.splitlines()[1:] if line.strip()]
+    assert "agent.exited" not in kinds

@@ -40,7 +40,7 @@ async def until(pilot: Pilot[Any], check: Callable[[], Any], what: str) -> Any:
         if found:
             return found
         if time.monotonic() > end:
-            told = [str(n.message) for n in pilot.app._notifications]
+            told = [*getattr(pilot.app, "told", []), *pilot.app.busy]
             raise AssertionError(f"{what}: not within {DEADLINE}s (last {found!r}; told {told})")
         await pilot.pause(0.05)
 
@@ -71,6 +71,14 @@ def board(repo: Path, agents, server):  # type: ignore[no-untyped-def]
     async def opened(size: tuple[int, int] = (160, 45)) -> AsyncIterator[tuple[BoardApp, Any]]:
         service = Service(actor=Actor.TUI, runtime=TmuxRuntime(Service.tmux_socket()))
         app = BoardApp(service, here=str(repo))
+        app.told = []  # type: ignore[attr-defined]
+        notify = app.notify
+
+        def heard(message: str, **kwargs: Any) -> None:
+            app.told.append(message)  # type: ignore[attr-defined]
+            notify(message, **kwargs)
+
+        app.notify = heard  # type: ignore[method-assign]
         async with app.run_test(size=size) as pilot:
             await until(pilot, lambda: app.update_ is not None, "the first paint")
             yield app, pilot
