@@ -278,18 +278,21 @@ class BoardApp(App[None]):
         self.header.update(text)
 
     def _paint_lanes(self, boards: Iterable[RepoBoard], now: float) -> None:
+        """One line per repository: its root and integration lanes, what runs in each lane
+        and what waits (and for what); the machine-wide slots first."""
         snap = self.update_.snapshot if self.update_ else None
         text = Text()
         if snap is not None and snap.slots:
-            text.append(f"slots {snap.used}/{snap.slots}", style="bold")
-        for board in boards:
+            text.append(f"slots {snap.used}/{snap.slots} · ", style="bold")
+        for number, board in enumerate(boards):
             name = board.repo.root.rstrip("/").rsplit("/", 1)[-1]
-            text.append(f"  │ {name}: ", style="bold")
+            if number:
+                text.append("\n")
+            text.append(f"{name}: ", style="bold")
             if board.problem:
-                text.append(board.problem[:60], style="italic")
+                text.append(board.problem, style="italic")
                 continue
             parts = []
-            waiting = 0
             for lane in board.lanes:
                 if lane.task_id is not None and not (lane.running or lane.waiting):
                     continue
@@ -298,10 +301,10 @@ class BoardApp(App[None]):
                     lease = lane.running[0]
                     cmd = shlex.join(lease.command[:2]) if lease.command else "?"
                     state = f"running {cmd} {int(now - (lease.admitted_at or now))}s"
-                waiting += len(lane.waiting)
                 if lane.waiting:
                     reason = lane.waiting[0].wait_reason
-                    state += f", {len(lane.waiting)} waiting ({reason})" if reason else ""
+                    state += f", {len(lane.waiting)} waiting"
+                    state += f" ({reason})" if reason else ""
                 parts.append(f"{lane.label} {state}")
             text.append(" · ".join(parts) or "idle")
         self.lanes.update(text)

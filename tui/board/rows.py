@@ -31,7 +31,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("mark", "", 1, 0),
     Column("name", "TASK", 16, 0),
     Column("repo", "REPO", 10, 3),
-    Column("state", "STATE", 10, 0),
+    Column("state", "STATE", 11, 0),
     Column("agent", "AGENT", 10, 0),
     Column("pane", "PANE", 5, 4),
     Column("branch", "BRANCH → TARGET", 22, 5),
@@ -43,9 +43,13 @@ COLUMNS: tuple[Column, ...] = (
 GAP = 1
 
 
+GROW = (("name", 14), ("lane", 14), ("radar", 12), ("branch", 12), ("git", 4), ("name", 60))
+"""Where spare width goes, in turn: (column, at most this many more cells)."""
+
+
 def fit(width: int, *, many_repos: bool = True) -> tuple[Column, ...]:
-    """The columns that fit in `width` cells, in their order; the name column takes what is
-    left over."""
+    """The columns that fit in `width` cells, in their order: the least important are dropped
+    first, and spare width widens the columns that are cut most often."""
     shown = [c for c in COLUMNS if many_repos or c.key != "repo"]
     while sum(c.width + GAP for c in shown) > width and len(shown) > 3:
         worst = max(shown, key=lambda c: (c.priority, COLUMNS.index(c)))
@@ -53,12 +57,15 @@ def fit(width: int, *, many_repos: bool = True) -> tuple[Column, ...]:
             break
         shown.remove(worst)
     spare = width - sum(c.width + GAP for c in shown)
-    if spare > 0:
-        shown = [
-            Column(c.key, c.title, c.width + min(spare, 24), c.priority) if c.key == "name" else c
-            for c in shown
-        ]
-    return tuple(shown)
+    widths = {c.key: c.width for c in shown}
+    for key, most in GROW:
+        if spare <= 0:
+            break
+        if key in widths:
+            more = min(spare, most)
+            widths[key] += more
+            spare -= more
+    return tuple(Column(c.key, c.title, widths[c.key], c.priority) for c in shown)
 
 
 def ago(seconds: float) -> str:
