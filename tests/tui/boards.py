@@ -166,7 +166,7 @@ def busy_update() -> Update:
             shop,
             GitState(present=False, problem="moved"),
             verdict=Verdict(False, Reason.MISSING, "no directory at the path"),
-        ),  # fmt: skip
+        ),
     ]
     lanes_shop = (
         LaneView("root", None),
@@ -222,9 +222,9 @@ def empty_update() -> Update:
 SCREEN = (
     "\x1b[1mFake Claude Code\x1b[0m (session 5b0c…)\n"
     "\x1b[32m●\x1b[0m Read cart.py, checkout.py\n"
-    "\x1b[32m●\x1b[0m Edited checkout.py (+12 −3)\n"
+    "\x1b[32m●\x1b[0m Edited checkout.py (+12 -3)\n"
     "Do you want to proceed?\n"
-    "\x1b[36m❯ Yes\x1b[0m\n"
+    "\x1b[36m\u276f Yes\x1b[0m\n"  # Claude's marker
     "  No (esc to cancel)\n"
 )
 PATCH = (
