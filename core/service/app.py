@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Mapping
 from pathlib import Path
 
 from laneboard.core.adapters.config import load_settings, save_user_value, state_dir
@@ -40,7 +40,7 @@ from laneboard.core.domain.errors import ConfigError, LaneboardError
 from laneboard.core.domain.lanes import INTEGRATION_LANE, Lease, LeaseState
 from laneboard.core.domain.models import Actor, Event, Repo, Task, TaskState
 from laneboard.core.domain.names import TASK_ID, branch_for
-from laneboard.core.domain.runtime import NoRuntime, Runtime, pane_of, pane_state
+from laneboard.core.domain.runtime import NoRuntime, PaneState, Runtime, pane_of, pane_state
 from laneboard.core.domain.verdict import Reason, Verdict
 from laneboard.core.domain.views import (
     BoardConfig,
@@ -518,10 +518,12 @@ class Service(AgentCommands, ReviewCommands):
             worktrees=tuple(worktrees),
         )
 
-    def screen(self, where: RepoRef, task: str, *, lines: int = 200) -> str:
+    def screen(self, task_id: str, *, lines: int = 200) -> str:
         """The last `lines` lines of the task's pane with its colours (ANSI escapes); empty
-        when it has no pane on this runtime's server. Reads only."""
-        found = self._find(self._open(where), task)
+        when it has no pane on this runtime's server. Reads only (the ledger's record of the
+        task and one tmux call; the board calls it for the selected task whenever its pane
+        printed something)."""
+        found = self._ledger().task(task_id)
         seen = pane_state(self.runtime, pane_of(found))
         if seen is None:
             return ""
@@ -542,6 +544,12 @@ class Service(AgentCommands, ReviewCommands):
     def save_theme(self, name: str) -> None:
         """Remember the board's theme in the user's config file (other lines are kept)."""
         save_user_value("theme", name)
+
+    def panes(self) -> Mapping[str, PaneState]:
+        """Every pane of the runtime's server, by pane id, in one cheap call (`list-panes -a`):
+        the board polls it to learn that a pane died or printed, before reading anything
+        else."""
+        return self.runtime.snapshot()
 
     def changes(self, cursor: int, *, limit: int = 1000) -> Changes:
         """What the journal recorded after `cursor` (task events and lease transitions), oldest

@@ -253,7 +253,7 @@ class StaticSource:
     def profiles(self) -> list[str]:
         return ["aider", "claude", "codex", "gemini", "opencode"]
 
-    def screen(self, where: Any, task: str, *, lines: int = 200) -> str:
+    def screen(self, task_id: str, *, lines: int = 200) -> str:
         return SCREEN
 
     def log(self, where: Any, task_id: str) -> tuple[Task, list[Event]]:

@@ -53,7 +53,9 @@ BOARD_COMMANDS = tuple(c for c in COMMANDS if c.key and c.name != "show")
 """Declared commands the board binds to a key (acting on the selected task, or `new`)."""
 PALETTE_ONLY = ("start", "restore", "doctor", "conflicts", "lanes")
 PREVIEW_EVERY = 0.5
-"""Seconds between reads of the selected pane's screen."""
+"""Seconds between looks at whether the selected pane printed (its screen is read only then)."""
+AGES_EVERY = 5.0
+"""Seconds between repaints of ages and lane timers when nothing else changed."""
 EXTRA_BINDINGS = [
     Binding("slash", "filter", "Filter", id="board.filter"),
     Binding("N", "needs_you", "Needs you", id="board.needs_you", show=False),
@@ -76,6 +78,13 @@ def _bindings() -> list[Binding | tuple[str, str] | tuple[str, str, str]]:
         for c in BOARD_COMMANDS
     ]
     return [*made, *EXTRA_BINDINGS]
+
+
+def show(widget: Static, text: Text) -> None:
+    """Update a line of the board only when its text changed (an update costs a layout)."""
+    if getattr(widget, "_shown", None) != text:
+        widget._shown = text  # type: ignore[attr-defined]
+        widget.update(text)
 
 
 class BoardCommands(Provider):
@@ -146,6 +155,7 @@ class BoardApp(App[None]):
         self.config = service.board_config()
         self._preview_for: str | None = None
         self._preview_text = ""
+        self._preview_activity: float | None = None
         self._title = ""
         register(self)  # type: ignore[arg-type]
         self.theme = self.config.theme if self.config.theme in self.available_themes else DEFAULT
@@ -182,6 +192,7 @@ class BoardApp(App[None]):
             self.feed = Feed(self.service, self._post)
             self.run_feed()
             self.set_interval(PREVIEW_EVERY, self._tick_preview)
+            self.set_interval(AGES_EVERY, self._tick_ages)
 
     def _post(self, update: Update) -> None:
         """Called on the feed thread: hand the update to the UI thread."""
@@ -275,7 +286,7 @@ class BoardApp(App[None]):
         controller = update.controller
         if controller:
             text.append(f"   observing (controller pid {controller})", style="dim")
-        self.header.update(text)
+        show(self.header, text)
 
     def _paint_lanes(self, boards: Iterable[RepoBoard], now: float) -> None:
         """One line per repository: its root and integration lanes, what runs in each lane
@@ -307,7 +318,7 @@ class BoardApp(App[None]):
                     state += f" ({reason})" if reason else ""
                 parts.append(f"{lane.label} {state}")
             text.append(" · ".join(parts) or "idle")
-        self.lanes.update(text)
+        show(self.lanes, text)
 
     def _tell(self, row: Row) -> None:
         what = "is waiting for you" if row.attention is Attention.WAITING else "is ready for review"
@@ -333,6 +344,7 @@ class BoardApp(App[None]):
         row = message.row
         self._preview_for = row.task_id if row else None
         self._preview_text = ""
+        self._preview_activity = None
         self.preview.update("")
         self.journal.update("")
         if row is not None:
@@ -340,15 +352,31 @@ class BoardApp(App[None]):
             self.load_journal(row)
 
     def _tick_preview(self) -> None:
+        """Read the selected pane's screen again only when the feed saw it print."""
         row = self._selected_ref()
-        if row is not None and row.view.task.tmux_pane:
+        pane = row.view.task.tmux_pane if row is not None else None
+        if row is None or pane is None or self.feed is None:
+            return
+        printed = self.feed.activity.get(pane)
+        if printed != self._preview_activity:
+            self._preview_activity = printed
             self.load_preview(row)
+
+    def _tick_ages(self) -> None:
+        """Ages and lane timers move with the clock: the rows are made again from the last
+        update (pure, cheap), and only rows whose text changed are repainted."""
+        if self.update_ is not None and not self.update_.error:
+            now = self.clock()
+            self.all_rows = rows(self.update_.snapshot.repos, self.update_.radar, now)
+            with self.batch_update():
+                self._arrange()
+                self._paint_lanes(self.update_.snapshot.repos, now)
 
     @work(thread=True, exclusive=True, group="preview", exit_on_error=False)
     def load_preview(self, row: Row) -> None:
         lines = max(8, self.preview.size.height)
         try:
-            screen = self.service.screen(row.repo_id, row.task_id, lines=lines)
+            screen = self.service.screen(row.task_id, lines=lines)
         except LaneboardError as err:
             screen = f"({err})"
         self.call_from_thread(self._show_preview, row.task_id, screen)
@@ -360,7 +388,7 @@ class BoardApp(App[None]):
         height = self.preview.size.height or 12
         tail = "\n".join(screen.rstrip("\n").splitlines()[-height:])
         shown = Text.from_ansi(tail) if tail else Text("(no pane)", style="dim")
-        self.preview.update(shown)
+        self.preview.update(shown, layout=False)
 
     @work(thread=True, exclusive=True, group="journal", exit_on_error=False)
     def load_journal(self, row: Row | None) -> None:

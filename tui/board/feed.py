@@ -38,6 +38,13 @@ TICK = 1.0
 GAP = 0.1
 """Seconds at least between two refreshes: a burst of writes is read once (the board repaints
 at most a few times a second)."""
+OBSERVE = 3.0
+"""A pane that only printed (its agent's state read from its screen) is re-read at most this
+often; hook events, deaths and file changes are read at once."""
+UNWATCHED_EVERY = 5.0
+"""Seconds between `git status` runs of a worktree too big to watch."""
+SLOWEST = 30.0
+"""A refresh happens at least this often, whatever happened (a backstop, not the mechanism)."""
 RADAR_EVERY = 30.0
 """The radar is also recomputed this often (a target moved in a repo laneboard does not watch)."""
 SKIP_DIRS = frozenset(
@@ -124,6 +131,17 @@ def plan(watch: WatchSet) -> _Plan:
     return made
 
 
+@dataclass
+class _Wake:
+    """What woke the feed: file changes by task, the ledger, hook events, an action, a tick."""
+
+    dirty: set[str] = field(default_factory=set)
+    ledger: bool = False
+    hooks: bool = False
+    forced: bool = False
+    ticked: bool = False
+
+
 @dataclass(frozen=True)
 class _Needing:
     """The tasks whose `git status` a refresh reads: those whose files changed, and any not
@@ -164,7 +182,14 @@ class Feed:
         self._cursor: int | None = None
         self._version: int | None = None
         self._controller = False
-        self._last = 0.0
+        self._last = self._full_at = self._panes_at = 0.0
+        self._has_panes = False
+        self._alive: dict[str, tuple[bool, int | None]] = {}
+        self.activity: dict[str, float | None] = {}
+        """When each pane last printed (pane id -> seconds), as of the last tick: the app
+        re-reads the selected pane's screen only when this moved (read from the UI thread)."""
+        self._ledger_dir = ""
+        self._events_dir = ""
 
     # --- from any thread -----------------------------------------------------------------
 
@@ -179,34 +204,37 @@ class Feed:
     # --- the feed thread -----------------------------------------------------------------
 
     def run(self) -> None:
-        """Refresh until `stop`; the first refresh reads every worktree."""
+        """Refresh until `stop`: the first paint (no `git status`), then every worktree, then
+        only on what changed."""
         try:
             if self.control:
                 self._controller = self.service.become_controller() is None
-            self._refresh(None, ())
+            self._first_paint()
+            self._refresh(None)
             while not self._stop.is_set():
-                dirty, ticked = self._wait()
+                woke = self._wait()
                 if self._stop.is_set():
                     break
-                self._refresh(dirty | (self._plan.unwatched if ticked else set()), ())
+                if self._worth_a_refresh(woke):
+                    self._refresh(woke.dirty)
         finally:
             self._stop_watcher()
             if self._controller:
                 self.service.resign_controller()
             self.service.close()
 
-    def _wait(self) -> tuple[set[str], bool]:
-        """Block until something happens or a tick passes; the task ids whose files changed,
-        and whether the tick passed with nothing else."""
-        dirty: set[str] = set()
+    def _wait(self) -> _Wake:
+        """Block until something happens or a tick is due; what woke the feed."""
+        woke = _Wake()
+        due = self._panes_at + self.tick - time.monotonic()
         try:
-            kind, item = self._queue.get(timeout=self.tick)
+            items = [self._queue.get(timeout=max(0.0, due))]
         except queue.Empty:
-            return dirty, True
-        items = [(kind, item)]
+            woke.ticked = True
+            return woke
         wait = self._last + GAP - time.monotonic()
         if wait > 0:
-            time.sleep(wait)
+            time.sleep(wait)  # a burst of writes is read once
         while True:
             try:
                 items.append(self._queue.get_nowait())
@@ -214,10 +242,48 @@ class Feed:
                 break
         for kind, item in items:
             if kind == "tasks":
-                dirty |= item
+                woke.dirty |= item
+                woke.forced = True
             elif kind == "paths":
-                dirty |= self._owners(item)
-        return dirty, False
+                for path in item:
+                    self._classify(path, woke)
+        woke.ticked = time.monotonic() >= self._panes_at + self.tick
+        return woke
+
+    def _classify(self, path: str, woke: _Wake) -> None:
+        if os.path.dirname(path) == self._ledger_dir:
+            woke.ledger = True
+        elif os.path.dirname(path) == self._events_dir:
+            woke.hooks = True
+        else:
+            woke.dirty |= self._owners({path})
+
+    def _worth_a_refresh(self, woke: _Wake) -> bool:
+        """Whether what woke the feed can change what the board shows. A tick costs one
+        `list-panes` (none when no task has a pane); the ledger's own commits (this board's)
+        do not count; a pane that only printed is re-read at most every `OBSERVE` seconds."""
+        due = woke.forced or woke.hooks or bool(woke.dirty)
+        if woke.ledger and self.service.data_version() != self._version:
+            due = True
+        if woke.ticked:
+            due = self._panes_moved() or due
+            if self._plan.unwatched and time.monotonic() - self._full_at > UNWATCHED_EVERY:
+                woke.dirty |= self._plan.unwatched
+                due = True
+        return due or time.monotonic() - self._full_at > SLOWEST
+
+    def _panes_moved(self) -> bool:
+        """Whether a pane appeared, died or (not too recently) printed since the last look."""
+        self._panes_at = time.monotonic()
+        if not self._has_panes:
+            return False
+        panes = self.service.panes()
+        alive = {pane_id: (p.alive, p.exit_status) for pane_id, p in panes.items()}
+        printed = {pane_id: p.activity for pane_id, p in panes.items()}
+        moved = alive != self._alive
+        changed = printed != self.activity
+        self._alive, self.activity = alive, printed
+        return moved or (changed and time.monotonic() - self._full_at >= OBSERVE)
 
     def _owners(self, paths: set[str]) -> set[str]:
         found: set[str] = set()
@@ -228,10 +294,10 @@ class Feed:
                     break
         return found
 
-    def _refresh(self, dirty: set[str] | None, _events: tuple[Event, ...]) -> None:
+    def _refresh(self, dirty: set[str] | None) -> None:
         """One read of the world (`dirty` None: every worktree), then one `Update`."""
         service = self.service
-        self._last = time.monotonic()
+        self._last = self._full_at = time.monotonic()
         try:
             if self._controller:
                 changed = {task.id for task in service.reconcile(record=True)}
@@ -252,6 +318,9 @@ class Feed:
             if self._cursor is None or events:
                 self._cursor = snapshot.cursor
             snapshot = self._merge(snapshot)
+            self._has_panes = any(
+                view.task.tmux_pane for board in snapshot.repos for view in board.tasks
+            )
             self._rewatch(snapshot)
             radar = self._radar_for(snapshot)
             other = None if self._controller else service.controller()
@@ -260,6 +329,16 @@ class Feed:
             self._post_error(str(err))
         except Exception as err:  # noqa: BLE001 (the feed must outlive one bad read)
             self._post_error(f"{type(err).__name__}: {err}")
+
+    def _first_paint(self) -> None:
+        """The ledger's tasks, lanes and agents before any `git status`: the board shows every
+        row at once, and each worktree's state fills in a moment later."""
+        try:
+            snapshot = self.service.snapshot(git_for=frozenset())
+        except LaneboardError as err:
+            self._post_error(str(err))
+            return
+        self.post(Update(snapshot, {}))
 
     def _post_error(self, text: str) -> None:
         snapshot = BoardSnapshot(at=time.time(), slots=0, used=0, repos=(), cursor=0)
@@ -324,6 +403,7 @@ class Feed:
             return
         self._stop_watcher()
         self._plan = plan(watch)
+        self._ledger_dir, self._events_dir = watch.ledger.rstrip("/"), watch.events.rstrip("/")
         if not self._plan.dirs:
             return
         stop = threading.Event()

@@ -91,7 +91,7 @@ class ReviewScreen(Screen[str | None]):
     def load(self) -> None:
         try:
             _task, _repo, review = self.service.review(self.repo_id, self.task_id)
-            screen = self.service.screen(self.repo_id, self.task_id, lines=8)
+            screen = self.service.screen(self.task_id, lines=40)
         except LaneboardError as err:
             self.app.call_from_thread(self._failed, str(err))
             return
