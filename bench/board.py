@@ -15,15 +15,14 @@ is read back with `capture-pane`:
 - a file written in a worktree -> its row shows the new untracked count, median and p95;
 - a hook event (`PermissionRequest` through the hook script Claude runs) -> the row says
   `waiting`, and `Stop` -> `idle`, median and p95;
-- key press -> screen updated, with BIG tasks over BIG_REPOS repositories: the board in this
-  process under Textual's Pilot (headless), the time `press("down")` takes to be handled and
-  the screen refreshed, median and p95.
+- key press -> screen updated, with BIG more tasks over BIG_REPOS more repositories: a `Down`
+  or `Up` sent with `tmux send-keys` until `capture-pane -e` shows the cursor's colours on the
+  next row, median and p95 (floor: one `capture-pane -e`).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import re
@@ -118,6 +117,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--big", type=int, default=200)
     parser.add_argument("--big-repos", type=int, default=5)
+    parser.add_argument("--only-keys", action="store_true", help="skip the 50-task part")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
@@ -133,8 +133,9 @@ def main() -> None:
             "[board]\nbell = false\n"
         )
         try:
-            live_board(args, base, env, agents, ui)
-            keys(args, base, env)
+            if not args.only_keys:
+                live_board(args, base, env, agents, ui)
+            keys(args, base, env, ui)
         finally:
             for socket in (agents, ui):
                 subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
@@ -157,16 +158,8 @@ def live_board(
     floor = statistics.median(timed([sys.executable, "-c", "pass"], repo, env) for _ in range(5))
     ls = statistics.median(timed([*LANEBOARD, "ls"], repo, env) for _ in range(3))
     screen = Screen(ui)
-    script = base / "board.sh"  # the board's environment, as the operator's shell has it
-    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
-    script.write_text(f"{exports}cd {shlex.quote(str(repo))}\nexec {shlex.join(LANEBOARD)}\n")
     began = time.perf_counter()
-    subprocess.run(
-        ["tmux", "-L", ui, "new-session", "-d", "-s", "ui", "-x", "200", "-y", "120",
-         "sh", str(script)],
-        env=env,
-        check=True,
-    )  # fmt: skip
+    start_board(base, repo, env, ui, 200, 120)
     screen.until(lambda: all(screen.row(name) for name in names), "every row")
     first = time.perf_counter() - began
     pid = int(
@@ -215,39 +208,76 @@ def live_board(
     print(f"hook event -> row shows it       {ms(hooks)}")
     print(f"peak RSS of the board            {peak_rss_mb(pid):6.1f} MB")
     subprocess.run(["tmux", "-L", ui, "send-keys", "-t", "ui", "q"], check=True)
+    time.sleep(1)
 
 
-def keys(args: argparse.Namespace, base: Path, env: dict[str, str]) -> None:
-    """Key press -> update with many tasks over several repositories (in this process)."""
+def keys(args: argparse.Namespace, base: Path, env: dict[str, str], ui: str) -> None:
+    """Key press -> the cursor drawn on the next row, with BIG more tasks over BIG_REPOS more
+    repositories, in a real board process: `send-keys`, then `capture-pane -e` until the
+    cursor's colours are on the next line."""
     per = args.big // args.big_repos
     for r in range(args.big_repos):
         repo = base / f"big{r}"
         make_repo(repo, 200, env)
         for n in range(per):
-            laneboard(env, repo, "new", f"k{n:03d}", "--no-start")
-    os.environ.update(env)
-    from laneboard.core.domain.models import Actor
-    from laneboard.core.service.app import Service
-    from laneboard.sessions.tmux import TmuxRuntime
-    from laneboard.tui.board.app import BoardApp
+            laneboard(env, repo, "new", f"k{r}{n:03d}", "--no-start")
+    start_board(base, base / "big0", env, ui, 160, 50)
+    screen = Screen(ui)
+    screen.until(lambda: "k0000" in screen.text() or "k1000" in screen.text(), "the rows", 60)
+    time.sleep(3)  # the first full read is done
 
-    service = Service(actor=Actor.TUI, runtime=TmuxRuntime(Service.tmux_socket()))
-    app = BoardApp(service)
+    def lines() -> list[str]:
+        return subprocess.run(
+            ["tmux", "-L", ui, "capture-pane", "-e", "-p", "-t", "ui"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.splitlines()
+
+    def cursor_at() -> int:
+        """The row the cursor is drawn on: the line that starts with the default theme's
+        cursor background (laneboard-dark's primary, #5FA8D3, as tmux passes it on)."""
+        for index, line in enumerate(lines()[2:]):
+            if re.search(r"48;(5;74|2;95;168;211)m", line[:24]):
+                return index
+        return -1
+
+    if cursor_at() < 0:
+        raise SystemExit("no cursor on the screen:\n" + "\n".join(map(repr, lines()[:6])))
     took: list[float] = []
+    for n in range(args.runs * 2):
+        key, step = ("Down", 1) if n % 20 < 10 else ("Up", -1)
+        before = cursor_at()
+        began = time.perf_counter()
+        subprocess.run(["tmux", "-L", ui, "send-keys", "-t", "ui", key], check=True)
+        screen.until(
+            lambda b=before, s=step: cursor_at() == b + s, f"the cursor moved from row {before}"
+        )
+        took.append(time.perf_counter() - began)
+    floor = [timed(["tmux", "-L", ui, "capture-pane", "-e", "-p", "-t", "ui"], base, env)
+             for _ in range(10)]  # fmt: skip
+    print(f"key -> cursor drawn, +{args.big} tasks in {args.big_repos} repos  {ms(took)}")
+    print(f"floor: one capture-pane -e       {ms(floor)}")
+    subprocess.run(["tmux", "-L", ui, "kill-server"], capture_output=True)
 
-    async def drive() -> None:
-        async with app.run_test(size=(160, 50)) as pilot:
-            while not app.update_ or len(app.all_rows) < per * args.big_repos:
-                await pilot.pause(0.05)
-            await pilot.pause(2)
-            for n in range(args.runs * 3):
-                began = time.perf_counter()
-                await pilot.press("down" if n % 40 < 20 else "up")
-                took.append(time.perf_counter() - began)
-            await pilot.press("q")
 
-    asyncio.run(drive())
-    print(f"key -> update, {args.big} tasks/{args.big_repos} repos  {ms(took)}")
+def start_board(
+    base: Path, repo: Path, env: dict[str, str], ui: str, width: int, height: int
+) -> None:
+    """The board as a real process in a fresh tmux server `ui`, in `repo`, with `env`."""
+    subprocess.run(["tmux", "-L", ui, "kill-server"], capture_output=True)
+    script = base / "board.sh"  # the board's environment, as the operator's shell has it
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
+    script.write_text(
+        f"{exports}export TERM=xterm-256color\n"  # as a terminal with 256 colours says
+        f"cd {shlex.quote(str(repo))}\nexec {shlex.join(LANEBOARD)}\n"
+    )
+    subprocess.run(
+        ["tmux", "-L", ui, "new-session", "-d", "-s", "ui", "-x", str(width), "-y", str(height),
+         "sh", str(script)],
+        env=env,
+        check=True,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

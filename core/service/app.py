@@ -469,18 +469,27 @@ class Service(AgentCommands, ReviewCommands):
 
     # --- the board's read model and change feed --------------------------------------------
 
-    def snapshot(self, *, git_for: Container[str] | None = None) -> BoardSnapshot:
+    def snapshot(
+        self, *, git_for: Container[str] | None = None, facts: bool = True
+    ) -> BoardSnapshot:
         """Every repository, its lanes and its live tasks with their git state, as plain values,
         read without writing anything. `cursor` is where `changes` continues from.
 
         `git_for` names the tasks whose worktrees are read with `git status` (None: all); the
-        board passes the ones whose files changed and keeps the last state of the others."""
+        board passes the ones whose files changed and keeps the last state of the others.
+        Without `facts`, the ledger's record alone (no worktree is verified, no pane looked
+        at): what the board paints first, before the first full read."""
         ledger = self._ledger()
         cursor = ledger.last_seq()
         store = self._store()
         active = store.active()
         boards: list[RepoBoard] = []
         for repo in ledger.repos():
+            if not facts:
+                live = ledger.tasks(repo.id, include_retired=False)
+                lanes = tuple(self._lane_views(repo, active))
+                boards.append(RepoBoard(repo, lanes, tuple(TaskView(t, repo) for t in live)))
+                continue
             try:
                 ctx = self._open(repo.id)
             except LaneboardError as err:

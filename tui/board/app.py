@@ -345,8 +345,8 @@ class BoardApp(App[None]):
         self._preview_for = row.task_id if row else None
         self._preview_text = ""
         self._preview_activity = None
-        self.preview.update("")
-        self.journal.update("")
+        self.preview.update("", layout=False)
+        self.journal.update("", layout=False)
         if row is not None:
             self.load_preview(row)
             self.load_journal(row)
@@ -397,13 +397,13 @@ class BoardApp(App[None]):
         try:
             _task, events = self.service.log(row.repo_id, row.task_id)
         except LaneboardError as err:
-            self.call_from_thread(self.journal.update, str(err))
+            self.call_from_thread(self.journal.update, str(err), layout=False)
             return
         text = Text()
         for event in events[-10:]:
             text.append_text(event_line(event))
             text.append("\n")
-        self.call_from_thread(self.journal.update, text)
+        self.call_from_thread(self.journal.update, text, layout=False)
 
     # --- actions --------------------------------------------------------------------------
 

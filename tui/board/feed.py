@@ -207,9 +207,9 @@ class Feed:
         """Refresh until `stop`: the first paint (no `git status`), then every worktree, then
         only on what changed."""
         try:
+            self._first_paint()
             if self.control:
                 self._controller = self.service.become_controller() is None
-            self._first_paint()
             self._refresh(None)
             while not self._stop.is_set():
                 woke = self._wait()
@@ -331,10 +331,10 @@ class Feed:
             self._post_error(f"{type(err).__name__}: {err}")
 
     def _first_paint(self) -> None:
-        """The ledger's tasks, lanes and agents before any `git status`: the board shows every
-        row at once, and each worktree's state fills in a moment later."""
+        """The ledger's record of every task and lane, before any worktree or pane is read: the
+        board shows every row at once, and what each holds fills in a moment later."""
         try:
-            snapshot = self.service.snapshot(git_for=frozenset())
+            snapshot = self.service.snapshot(facts=False)
         except LaneboardError as err:
             self._post_error(str(err))
             return

@@ -146,13 +146,17 @@ class TaskTable(ScrollView, can_focus=True):
             self.cursor = max(0, min(len(self.rows) - 1, self.cursor + step))
 
     def watch_cursor(self, old: int, new: int) -> None:
-        self.refresh()
         body = self.size.height - 1
         top = self.scroll_offset.y
         if new < top:
             self.scroll_to(y=new, animate=False)
+            self.refresh()
         elif body > 0 and new >= top + body:
             self.scroll_to(y=new - body + 1, animate=False)
+            self.refresh()
+        else:  # only the two rows whose look changed
+            self.refresh_line(old + 1)
+            self.refresh_line(new + 1)
         chosen = self.selected
         self._selected = chosen.task_id if chosen else None
         self.post_message(self.Selected(self, chosen))
