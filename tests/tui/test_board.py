@@ -377,3 +377,27 @@ async def test_filter_narrows_the_board(board, repo: Path) -> None:
         await pilot.press("N")  # needs you: neither does
         await until(pilot, lambda: app.rows == [], "none needs me")
         assert "No task matches the filter" in str(app.empty.render())
+
+
+async def test_a_failed_refresh_keeps_the_last_good_board_and_says_why(
+    board, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: one failed read painted an empty board ("No tasks yet") over live tasks."""
+    from laneboard.core.domain.errors import LaneboardError
+
+    assert laneboard("new", "t", "--no-start", cwd=repo).returncode == 0
+    async with board() as (app, pilot):
+        await until(pilot, lambda: row(app, "t"), "the task")
+
+        def broken(*args: Any, **kwargs: Any) -> Any:
+            raise LaneboardError("database is locked")
+
+        working = app.service.snapshot
+        monkeypatch.setattr(app.service, "snapshot", broken)
+        assert app.feed is not None
+        app.feed.wake()
+        await until(pilot, lambda: "could not refresh" in str(app.status.render()), "the error")
+        assert row(app, "t") is not None and app.table.display
+        monkeypatch.setattr(app.service, "snapshot", working)
+        app.feed.wake()
+        await until(pilot, lambda: "could not refresh" not in str(app.status.render()), "healed")

@@ -49,7 +49,7 @@ from laneboard.tui.board.screens import (
 )
 from laneboard.tui.board.table import TaskTable
 
-BOARD_COMMANDS = tuple(c for c in COMMANDS if c.key and c.name != "show")
+BOARD_COMMANDS = tuple(c for c in COMMANDS if c.key)
 """Declared commands the board binds to a key (acting on the selected task, or `new`)."""
 PALETTE_ONLY = ("start", "restore", "doctor", "conflicts", "lanes")
 PREVIEW_EVERY = 0.5
@@ -94,7 +94,7 @@ class BoardCommands(Provider):
         app: BoardApp = self.app  # type: ignore[assignment]
         found: list[tuple[str, Callable[[], Any], str]] = []
         for declared in COMMANDS:
-            if declared.palette and declared.name != "show":
+            if declared.palette:
                 found.append((declared.palette, _runner(app, declared.name), declared.help))
         found += [
             ("Pause all agents", lambda: app.action_command("pause-all"), "pause every agent"),
@@ -157,6 +157,7 @@ class BoardApp(App[None]):
         self._preview_text = ""
         self._preview_activity: float | None = None
         self._title = ""
+        self._failed = False
         register(self)  # type: ignore[arg-type]
         self.theme = self.config.theme if self.config.theme in self.available_themes else DEFAULT
 
@@ -217,10 +218,17 @@ class BoardApp(App[None]):
 
     def _apply(self, update: Update) -> None:
         """Show a new update: rows, header, lanes; tell the operator what started needing them."""
+        if update.error:
+            # A read that failed says so and changes nothing shown: the last good state stays
+            # (an empty board after one failed read would be a lie).
+            self.status.update(Text(f"laneboard: could not refresh: {update.error}", "bold"))
+            self._failed = True
+            return
+        if self._failed:
+            self._failed = False
+            self._paint_status()
         first = self.update_ is None or not self.attention
         self.update_ = update
-        if update.error:
-            self.status.update(Text(f"laneboard: {update.error}", "bold"))
         now = self.clock()
         boards = update.snapshot.repos
         self.all_rows = rows(boards, update.radar, now)
@@ -444,7 +452,7 @@ class BoardApp(App[None]):
             self._act("verify", row, lambda c: service.verify(*ref)[1], "verified")
         elif name == "rebase":
             self._act("rebase", row, lambda c: service.rebase(*ref, cancel=c), "rebased")
-        elif name == "log":
+        elif name in ("log", "show"):
             self._journal(row)
         elif name == "review":
             self._review(row)
