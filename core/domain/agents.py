@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 
+from laneboard.core.domain.models import Task, TaskState
 from laneboard.core.domain.values import field, replace, value
 
 
@@ -324,6 +325,21 @@ class State:
         if self.state is AgentState.EXITED and self.code is not None:
             return f"exited({self.code})"
         return self.state.value
+
+
+def recorded_state(task: Task) -> State | None:
+    """The agent state the controller last recorded for a running task (`working`,
+    `exited(1)`), as a `State`; None for a task not running or with nothing recorded."""
+    text = task.agent_state
+    if task.state is not TaskState.RUNNING or not text:
+        return None
+    found = re.fullmatch(r"exited\((-?\d+)\)", text)
+    if found:
+        return State(AgentState.EXITED, int(found.group(1)), source="recorded")
+    try:
+        return State(AgentState(text), source="recorded")
+    except ValueError:
+        return None
 
 
 def _matches(patterns: Sequence[str], lines: Sequence[str]) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Callable, Collection, Container, Mapping
 from pathlib import Path
 
 from laneboard.core.adapters.config import load_settings, save_user_value, state_dir
@@ -37,6 +37,7 @@ from laneboard.core.adapters.repo import NotRegistered, RepoContext
 from laneboard.core.adapters.verify import verify_worktree
 from laneboard.core.domain.cleanup import Blocker
 from laneboard.core.domain.errors import ConfigError, LaneboardError
+from laneboard.core.domain.agents import recorded_state
 from laneboard.core.domain.lanes import INTEGRATION_LANE, Lease, LeaseState
 from laneboard.core.domain.models import Actor, Event, Repo, Task, TaskState
 from laneboard.core.domain.names import TASK_ID, branch_for
@@ -354,17 +355,25 @@ class Service(AgentCommands, ReviewCommands):
             return None
 
     def _views(
-        self, ctx: RepoContext, tasks: list[Task], git_for: Container[str] | None = None
+        self,
+        ctx: RepoContext,
+        tasks: list[Task],
+        git_for: Container[str] | None = None,
+        *,
+        agents: bool = True,
+        active: list[Lease] | None = None,
     ) -> list[TaskView]:
         """Views of `tasks` with their facts; `git_for` limits the `git status` runs to those
-        task ids (None: every live task), the others get no `git`."""
+        task ids (None: every live task), the others get no `git`; without `agents`, no pane
+        is looked at (the agent's state is the one the controller recorded)."""
         from laneboard.core.operations.gitstate import git_states
 
         verdicts = {task.id: ctx.verify(task) for task in tasks if task.live}
         read = tasks if git_for is None else [task for task in tasks if task.id in git_for]
         states = git_states(ctx, read, verdicts) if read else {}
-        agents = self._agent_states(ctx, [task for task in tasks if task.live])
-        lanes = {view.task_id: view for view in self._lane_views(ctx.repo, self._active())}
+        observed = self._agent_states(ctx, [t for t in tasks if t.live]) if agents else {}
+        leases = self._active() if active is None else active
+        lanes = {view.task_id: view for view in self._lane_views(ctx.repo, leases)}
         return [
             TaskView(
                 task,
@@ -372,10 +381,24 @@ class Service(AgentCommands, ReviewCommands):
                 git=states.get(task.id),
                 lane=lanes.get(task.id) if task.live else None,
                 verdict=verdicts.get(task.id),
-                agent=agents.get(task.id),
+                agent=observed.get(task.id) if agents else recorded_state(task),
             )
             for task in tasks
         ]
+
+    def views(self, task_ids: Collection[str]) -> list[TaskView]:
+        """The live tasks `task_ids` with their git state, lane and verification (no pane is
+        looked at: the agent's state is the one recorded): what the board re-reads when only
+        those worktrees changed."""
+        ledger = self._ledger()
+        active = self._active()
+        found: list[TaskView] = []
+        wanted = [task for task in (ledger.task(i) for i in task_ids) if task.live]
+        for repo_id in sorted({task.repo_id for task in wanted}):
+            ctx = self._open(repo_id)
+            mine = [task for task in wanted if task.repo_id == repo_id]
+            found += self._views(ctx, mine, agents=False, active=active)
+        return found
 
     def log(self, where: RepoRef, task: str) -> tuple[Task, list[Event]]:
         """The task and its whole journal, oldest first."""
@@ -470,7 +493,7 @@ class Service(AgentCommands, ReviewCommands):
     # --- the board's read model and change feed --------------------------------------------
 
     def snapshot(
-        self, *, git_for: Container[str] | None = None, facts: bool = True
+        self, *, git_for: Container[str] | None = None, facts: bool = True, agents: bool = True
     ) -> BoardSnapshot:
         """Every repository, its lanes and its live tasks with their git state, as plain values,
         read without writing anything. `cursor` is where `changes` continues from.
@@ -478,7 +501,9 @@ class Service(AgentCommands, ReviewCommands):
         `git_for` names the tasks whose worktrees are read with `git status` (None: all); the
         board passes the ones whose files changed and keeps the last state of the others.
         Without `facts`, the ledger's record alone (no worktree is verified, no pane looked
-        at): what the board paints first, before the first full read."""
+        at): what the board paints first, before the first full read. Without `agents`, each
+        agent's state is the one the controller recorded (the board, being the controller or
+        watching the one that is, needs no second look at the panes)."""
         ledger = self._ledger()
         cursor = ledger.last_seq()
         store = self._store()
@@ -500,7 +525,7 @@ class Service(AgentCommands, ReviewCommands):
                 continue
             live = ledger.tasks(repo.id, include_retired=False)
             lanes = tuple(self._lane_views(ctx.repo, active))
-            views = tuple(self._views(ctx, live, git_for))
+            views = tuple(self._views(ctx, live, git_for, agents=agents, active=active))
             boards.append(RepoBoard(ctx.repo, lanes, views))
         used = sum(1 for lease in active if lease.state is LeaseState.RUNNING)
         return BoardSnapshot(

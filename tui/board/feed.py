@@ -182,7 +182,8 @@ class Feed:
         self._cursor: int | None = None
         self._version: int | None = None
         self._controller = False
-        self._last = self._full_at = self._panes_at = 0.0
+        self._last = self._full_at = self._panes_at = self._observed_at = 0.0
+        self._snapshot: BoardSnapshot | None = None
         self._has_panes = False
         self._alive: dict[str, tuple[bool, int | None]] = {}
         self.activity: dict[str, float | None] = {}
@@ -215,8 +216,7 @@ class Feed:
                 woke = self._wait()
                 if self._stop.is_set():
                     break
-                if self._worth_a_refresh(woke):
-                    self._refresh(woke.dirty)
+                self._answer(woke)
         finally:
             self._stop_watcher()
             if self._controller:
@@ -258,32 +258,53 @@ class Feed:
         else:
             woke.dirty |= self._owners({path})
 
-    def _worth_a_refresh(self, woke: _Wake) -> bool:
-        """Whether what woke the feed can change what the board shows. A tick costs one
-        `list-panes` (none when no task has a pane); the ledger's own commits (this board's)
-        do not count; a pane that only printed is re-read at most every `OBSERVE` seconds."""
-        due = woke.forced or woke.hooks or bool(woke.dirty)
+    def _answer(self, woke: _Wake) -> None:
+        """Read as little as tells the board what changed:
+        - a full read (`_refresh`) when the ledger moved (another process), a hook reported, a
+          pane appeared or died, an action finished, or `SLOWEST` passed;
+        - the controller's look at the agents when a pane only printed (at most every
+          `OBSERVE` seconds), and a full read only when it recorded a change;
+        - only the changed worktrees (`_reread`) when files changed and nothing else did.
+        A tick costs one `list-panes` (none when no task has a pane); the ledger's own commits
+        (this board's) do not count."""
+        full = woke.forced or woke.hooks
         if woke.ledger and self.service.data_version() != self._version:
-            due = True
+            full = True
+        printed = False
         if woke.ticked:
-            due = self._panes_moved() or due
+            moved, printed = self._panes_moved()
+            full = full or moved
             if self._plan.unwatched and time.monotonic() - self._full_at > UNWATCHED_EVERY:
                 woke.dirty |= self._plan.unwatched
-                due = True
-        return due or time.monotonic() - self._full_at > SLOWEST
+        if full or time.monotonic() - self._full_at > SLOWEST:
+            self._refresh(woke.dirty)
+            return
+        if printed and self._controller:
+            self._observed_at = time.monotonic()
+            try:
+                changed = {task.id for task in self.service.reconcile(record=True)}
+            except LaneboardError as err:
+                self._post_error(str(err))
+                return
+            if changed:
+                self._refresh(woke.dirty | changed)
+                return
+        if woke.dirty:
+            self._reread(woke.dirty)
 
-    def _panes_moved(self) -> bool:
-        """Whether a pane appeared, died or (not too recently) printed since the last look."""
+    def _panes_moved(self) -> tuple[bool, bool]:
+        """Whether a pane appeared or died, and whether one printed (and was not looked at in
+        the last `OBSERVE` seconds), since the last tick."""
         self._panes_at = time.monotonic()
         if not self._has_panes:
-            return False
+            return False, False
         panes = self.service.panes()
         alive = {pane_id: (p.alive, p.exit_status) for pane_id, p in panes.items()}
         printed = {pane_id: p.activity for pane_id, p in panes.items()}
         moved = alive != self._alive
         changed = printed != self.activity
         self._alive, self.activity = alive, printed
-        return moved or (changed and time.monotonic() - self._full_at >= OBSERVE)
+        return moved, changed and time.monotonic() - self._observed_at >= OBSERVE
 
     def _owners(self, paths: set[str]) -> set[str]:
         found: set[str] = set()
@@ -297,9 +318,9 @@ class Feed:
     def _refresh(self, dirty: set[str] | None) -> None:
         """One read of the world (`dirty` None: every worktree), then one `Update`."""
         service = self.service
-        self._last = self._full_at = time.monotonic()
+        self._last = self._full_at = self._observed_at = time.monotonic()
         try:
-            if self._controller:
+            if self._controller:  # it records what the agents do; the snapshot reads that
                 changed = {task.id for task in service.reconcile(record=True)}
                 if dirty is not None:
                     dirty |= changed
@@ -313,11 +334,12 @@ class Feed:
                         dirty |= {e.task_id for e in events if e.task_id}
                 self._version = version
             snapshot = service.snapshot(
-                git_for=None if dirty is None else _Needing(dirty, self._gits)
+                git_for=None if dirty is None else _Needing(dirty, self._gits),
+                agents=not self._controller,
             )
             if self._cursor is None or events:
                 self._cursor = snapshot.cursor
-            snapshot = self._merge(snapshot)
+            snapshot = self._snapshot = self._merge(snapshot)
             self._has_panes = any(
                 view.task.tmux_pane for board in snapshot.repos for view in board.tasks
             )
@@ -329,6 +351,29 @@ class Feed:
             self._post_error(str(err))
         except Exception as err:  # noqa: BLE001 (the feed must outlive one bad read)
             self._post_error(f"{type(err).__name__}: {err}")
+
+    def _reread(self, dirty: set[str]) -> None:
+        """Only the worktrees whose files changed: their git state, lane and verification,
+        put into the last snapshot (the other tasks are as they were)."""
+        if self._snapshot is None:
+            self._refresh(dirty)
+            return
+        self._last = time.monotonic()
+        try:
+            fresh = {view.task.id: view for view in self.service.views(dirty)}
+        except LaneboardError as err:
+            self._post_error(str(err))
+            return
+        boards = []
+        for board in self._snapshot.repos:
+            views = tuple(
+                replace(fresh[view.task.id], agent=view.agent) if view.task.id in fresh else view
+                for view in board.tasks
+            )  # the agent as the last full read saw it: no pane was looked at
+            boards.append(replace(board, tasks=views))
+        snapshot = self._snapshot = self._merge(replace(self._snapshot, repos=tuple(boards)))
+        other = None if self._controller else self.service.controller()
+        self.post(Update(snapshot, self._radar_for(snapshot), controller=other))
 
     def _first_paint(self) -> None:
         """The ledger's record of every task and lane, before any worktree or pane is read: the
