@@ -427,7 +427,8 @@ def load_settings(root: Path | None = None) -> Settings:
 def save_user_value(key: str, text: str) -> Path:
     """Set the top-level string `key` of the user's `config.toml` to `text`, keeping every
     other line as it is (a `key = ...` line before the first table is replaced, else one is
-    put first). The result must still be valid settings, or nothing is written."""
+    put first). The result must still be valid settings, or nothing is written. A symlinked
+    file is written where it links to, with the mode it had."""
     path = config_dir() / USER_CONFIG_NAME
     try:
         lines = path.read_text().splitlines(keepends=True)
@@ -453,8 +454,16 @@ def save_user_value(key: str, text: str) -> Path:
         _validate(tomllib.loads(content), str(path))
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(content)
-    os.replace(temporary, path)
-    return path
+    target = path.resolve()  # a config.toml that links to a dotfile: write the dotfile
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = target.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o600
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(content)
+    os.chmod(temporary, mode)  # as the file was, whatever the umask
+    os.replace(temporary, target)
+    return target

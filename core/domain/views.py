@@ -179,6 +179,15 @@ class Watched:
 
 
 @value
+class WatchedRepo:
+    """One repository's refs: when a branch moves (the target, or a task's branch moved from
+    elsewhere), every task of the repo is behind or ahead by another count."""
+
+    common_dir: str
+    task_ids: tuple[str, ...]
+
+
+@value
 class WatchSet:
     """Everything the board watches, as the service names it."""
 
@@ -187,6 +196,7 @@ class WatchSet:
     events: str
     """The directory of the agents' hook event files."""
     worktrees: tuple[Watched, ...]
+    repos: tuple[WatchedRepo, ...] = ()
 
 
 @value

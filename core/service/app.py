@@ -35,9 +35,9 @@ from laneboard.core.adapters.leases import Cancel, LeaseStore
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import NotRegistered, RepoContext
 from laneboard.core.adapters.verify import verify_worktree
+from laneboard.core.domain.agents import recorded_state
 from laneboard.core.domain.cleanup import Blocker
 from laneboard.core.domain.errors import ConfigError, LaneboardError
-from laneboard.core.domain.agents import recorded_state
 from laneboard.core.domain.lanes import INTEGRATION_LANE, Lease, LeaseState
 from laneboard.core.domain.models import Actor, Event, Repo, Task, TaskState
 from laneboard.core.domain.names import TASK_ID, branch_for
@@ -56,6 +56,7 @@ from laneboard.core.domain.views import (
     ShimDir,
     TaskView,
     Watched,
+    WatchedRepo,
     WatchSet,
 )
 from laneboard.core.service.agents import AgentCommands
@@ -538,8 +539,11 @@ class Service(AgentCommands, ReviewCommands):
         and logs change there on a commit)."""
         ledger = self._ledger()
         worktrees: list[Watched] = []
+        repos: list[WatchedRepo] = []
         for repo in ledger.repos():
-            for task in ledger.tasks(repo.id, include_retired=False):
+            live = ledger.tasks(repo.id, include_retired=False)
+            repos.append(WatchedRepo(repo.common_dir, tuple(task.id for task in live)))
+            for task in live:
                 admin = (
                     str(Path(repo.common_dir) / "worktrees" / task.admin_name)
                     if task.admin_name
@@ -550,6 +554,7 @@ class Service(AgentCommands, ReviewCommands):
             ledger=str(self.ledger_path.parent),
             events=str(state_dir() / "events"),
             worktrees=tuple(worktrees),
+            repos=tuple(repos),
         )
 
     def screen(self, task_id: str, *, lines: int = 200) -> str:

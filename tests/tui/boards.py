@@ -64,7 +64,7 @@ def task(
         "admin_name": name,
         "worktree_created_by_us": True,
         "identity": None,
-        "created_at": NOW - 3600,
+        "created_at": NOW - 3600 - number * 60,
         "updated_at": NOW - ago,
         "target": "main",
         "agent_profile": "claude",

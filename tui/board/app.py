@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import subprocess
 import time
@@ -24,6 +25,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.containers import Horizontal, Vertical
+from textual.notifications import SeverityLevel
 from textual.widgets import Footer, Static
 
 from laneboard.core.domain.attention import Attention, counts
@@ -78,6 +80,26 @@ def _bindings() -> list[Binding | tuple[str, str] | tuple[str, str, str]]:
         for c in BOARD_COMMANDS
     ]
     return [*made, *EXTRA_BINDINGS]
+
+
+KEY = re.compile(r"^((ctrl|shift|alt|meta|super|hyper)\+)*([a-z0-9_]+|[!-~])$", re.IGNORECASE)
+
+
+def checked_keymap(keys: dict[str, str], known: set[str]) -> tuple[dict[str, str], list[str]]:
+    """The user's key map without the entries that would silently break a key: an unknown
+    binding id, or a key that names no key (`ctrl+`, `not a key!!`); and what was left out."""
+    kept: dict[str, str] = {}
+    problems: list[str] = []
+    for binding, value in keys.items():
+        if binding not in known:
+            problems.append(f"{binding!r} names no binding (`?` lists them); ignored")
+            continue
+        parts = [part.strip() for part in value.split(",")]
+        if not parts or not all(KEY.match(part) for part in parts):
+            problems.append(f"{binding} = {value!r} is not a key; the default stays")
+            continue
+        kept[binding] = ",".join(parts)
+    return kept, problems
 
 
 def show(widget: Static, text: Text) -> None:
@@ -161,15 +183,34 @@ class BoardApp(App[None]):
         register(self)  # type: ignore[arg-type]
         self.theme = self.config.theme if self.config.theme in self.available_themes else DEFAULT
 
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """A notice, as plain text by default: names, paths and reasons are never markup (a
+        file named `[/]` must not be able to crash the board or forge a line)."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
     # --- layout -------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         # Held as attributes: `App.query_one` looks in the active screen, which is a dialog
         # whenever one is open, and the board keeps painting under it.
-        self.header, self.table = Static("", id="header"), TaskTable(id="tasks")
-        self.empty, self.preview = Static("", id="empty"), Static("", id="preview")
-        self.journal, self.lanes = Static("", id="journal"), Static("", id="lanes")
-        self.status = Static("", id="status")
+        self.header, self.table = Static("", id="header", markup=False), TaskTable(id="tasks")
+        self.empty, self.preview = (
+            Static("", id="empty", markup=False),
+            Static("", id="preview", markup=False),
+        )
+        self.journal, self.lanes = (
+            Static("", id="journal", markup=False),
+            Static("", id="lanes", markup=False),
+        )
+        self.status = Static("", id="status", markup=False)
         yield self.header
         with Vertical(id="main"):
             yield self.table
@@ -183,7 +224,10 @@ class BoardApp(App[None]):
 
     def on_mount(self) -> None:
         if self.config.keys:
-            self.set_keymap(self.config.keys)
+            keymap, problems = checked_keymap(self.config.keys, self._binding_ids())
+            self.set_keymap(keymap)
+            for problem in problems:
+                self.notify(f"[board.keys] {problem}", severity="warning", timeout=10)
         self.table.focus()
         if self.update_ is not None:
             self._apply(self.update_)
@@ -194,6 +238,12 @@ class BoardApp(App[None]):
             self.run_feed()
             self.set_interval(PREVIEW_EVERY, self._tick_preview)
             self.set_interval(AGES_EVERY, self._tick_ages)
+
+    def _binding_ids(self) -> set[str]:
+        from laneboard.tui.board.review import ReviewScreen
+
+        bindings = [*self.BINDINGS, *TaskTable.BINDINGS, *ReviewScreen.BINDINGS]
+        return {b.id for b in bindings if isinstance(b, Binding) and b.id}
 
     def _post(self, update: Update) -> None:
         """Called on the feed thread: hand the update to the UI thread."""
@@ -382,7 +432,7 @@ class BoardApp(App[None]):
 
     @work(thread=True, exclusive=True, group="preview", exit_on_error=False)
     def load_preview(self, row: Row) -> None:
-        lines = max(8, self.preview.size.height)
+        lines = max(8, min(self.config.preview_lines, self.preview.size.height or 200))
         try:
             screen = self.service.screen(row.task_id, lines=lines)
         except LaneboardError as err:
@@ -464,7 +514,10 @@ class BoardApp(App[None]):
     def _act(self, label: str, row: Row | None, call: Callable[[Any], Any], done: str) -> None:
         from laneboard.core.service.app import Cancel
 
-        key = f"{label} {row.name}" if row else label
+        key = base = f"{label} {row.name}" if row else label
+        again = 2
+        while key in self.busy:  # the same action twice: each keeps a token of its own
+            key, again = f"{base} ({again})", again + 1
         cancel = Cancel()
         self.busy[key] = cancel
         self._paint_status()
@@ -567,7 +620,11 @@ class BoardApp(App[None]):
         service = self.service
         from pathlib import Path
 
-        command = shlex.split(got.command) if got.command else None
+        try:
+            command = shlex.split(got.command) if got.command else None
+        except ValueError as err:
+            self.notify(f"the agent command is not a valid command line: {err}", severity="error")
+            return
 
         def create(cancel: Any) -> Any:
             return service.new(
@@ -589,12 +646,14 @@ class BoardApp(App[None]):
         row = self._selected_ref()
         from textual.widgets import Input
 
-        from laneboard.tui.board.screens import Dialog
+        from laneboard.tui.board.screens import Box, Dialog
 
         class RestoreScreen(Dialog):
             def compose(self) -> ComposeResult:
-                with Vertical():
-                    yield Static("Restore a discarded task (its name or id):", classes="title")
+                with Box(classes="box"):
+                    yield Static(
+                        "Restore a discarded task (its name or id):", classes="title", markup=False
+                    )
                     yield Input(compact=True, id="name")
 
             def on_input_submitted(self, event: Input.Submitted) -> None:

@@ -45,13 +45,14 @@ UNWATCHED_EVERY = 5.0
 """Seconds between `git status` runs of a worktree too big to watch."""
 SLOWEST = 30.0
 """A refresh happens at least this often, whatever happened (a backstop, not the mechanism)."""
+CLAIM_EVERY = 5.0
+"""While another process is the controller, this board asks to take its place this often."""
 RADAR_EVERY = 30.0
 """The radar is also recomputed this often (a target moved in a repo laneboard does not watch)."""
 SKIP_DIRS = frozenset(
     {
         ".git",
         "node_modules",
-        "target",
         ".venv",
         "venv",
         "__pycache__",
@@ -60,13 +61,15 @@ SKIP_DIRS = frozenset(
         ".ruff_cache",
         ".tox",
         ".hypothesis",
-        ".gradle",
-        ".next",
-        ".cache",
     }
 )
-"""Directories of a worktree that are never watched: caches and build output change all the
-time, and inotify would run out of watches on them."""
+"""Directories never watched, at any depth: caches that change all the time and hold no source
+(inotify would run out of watches on them)."""
+SKIP_TOP = frozenset({"target", ".gradle", ".next", ".cache", "build", "dist"})
+"""Build output skipped only at a worktree's top: deeper down a `target/` or `build/` is as
+likely to hold tracked source (`src/target/code.c`)."""
+REF_FILES = frozenset({"packed-refs", "HEAD"})
+"""Files of the common git dir whose change can move a branch."""
 MAX_DIRS = 5000
 """Directories watched per worktree at most; a bigger worktree is watched at its top levels and
 re-read with `git status` on every tick instead."""
@@ -89,8 +92,9 @@ def watch_dirs(root: Path, limit: int = MAX_DIRS) -> tuple[list[str], bool]:
     """The directories of a worktree to watch (caches left out) and whether it was cut short at
     `limit` (then only the directories found first are watched)."""
     found: list[str] = []
+    top = str(root)
     for path, dirs, _files in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not (path == top and d in SKIP_TOP)]
         found.append(path)
         if len(found) >= limit:
             return found, True
@@ -102,6 +106,9 @@ class _Plan:
     dirs: list[str] = field(default_factory=list)
     owners: list[tuple[str, str]] = field(default_factory=list)
     """(directory prefix, task id), longest first."""
+    refs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """A directory of refs (or a common dir, for `REF_FILES`) -> the tasks of its repo."""
+    commons: set[str] = field(default_factory=set)
     unwatched: set[str] = field(default_factory=set)
     """Tasks whose worktree is too big to watch whole: re-read every tick."""
     key: tuple[Any, ...] = ()
@@ -109,7 +116,7 @@ class _Plan:
 
 def plan(watch: WatchSet) -> _Plan:
     """Which directories to watch and whose each is."""
-    made = _Plan(key=(watch.ledger, watch.events, watch.worktrees))
+    made = _Plan(key=(watch.ledger, watch.events, watch.worktrees, watch.repos))
     for place in (watch.ledger, watch.events):
         if os.path.isdir(place):
             made.dirs.append(place)
@@ -127,6 +134,15 @@ def plan(watch: WatchSet) -> _Plan:
             if os.path.isdir(logs):
                 made.dirs.append(logs)
             made.owners.append((item.admin_dir.rstrip("/") + "/", item.task_id))
+    for repo in watch.repos:
+        heads = Path(repo.common_dir) / "refs" / "heads"
+        if os.path.isdir(repo.common_dir):
+            made.dirs.append(repo.common_dir)
+            made.refs[repo.common_dir.rstrip("/")] = repo.task_ids
+            made.commons.add(repo.common_dir.rstrip("/"))
+        for path, _dirs, _files in os.walk(heads):
+            made.dirs.append(path)
+            made.refs[path] = repo.task_ids
     made.owners.sort(key=lambda owner: -len(owner[0]))
     return made
 
@@ -184,6 +200,7 @@ class Feed:
         self._controller = False
         self._last = self._full_at = self._panes_at = self._observed_at = 0.0
         self._snapshot: BoardSnapshot | None = None
+        self._claimed_at = 0.0
         self._has_panes = False
         self._alive: dict[str, tuple[bool, int | None]] = {}
         self.activity: dict[str, float | None] = {}
@@ -209,14 +226,16 @@ class Feed:
         only on what changed."""
         try:
             self._first_paint()
-            if self.control:
-                self._controller = self.service.become_controller() is None
+            self._claim()
             self._refresh(None)
             while not self._stop.is_set():
                 woke = self._wait()
                 if self._stop.is_set():
                     break
-                self._answer(woke)
+                try:
+                    self._answer(woke)
+                except Exception as err:  # noqa: BLE001 (the feed must outlive one bad read)
+                    self._post_error(f"{type(err).__name__}: {err}")
         finally:
             self._stop_watcher()
             if self._controller:
@@ -251,12 +270,27 @@ class Feed:
         return woke
 
     def _classify(self, path: str, woke: _Wake) -> None:
-        if os.path.dirname(path) == self._ledger_dir:
+        parent = os.path.dirname(path)
+        if parent == self._ledger_dir:
             woke.ledger = True
-        elif os.path.dirname(path) == self._events_dir:
+        elif parent == self._events_dir:
             woke.hooks = True
+        elif parent in self._plan.refs:
+            if parent not in self._plan.commons or os.path.basename(path) in REF_FILES:
+                woke.dirty |= set(self._plan.refs[parent])  # a branch moved
         else:
             woke.dirty |= self._owners({path})
+
+    def _claim(self) -> None:
+        """Become the controller if no live process is (tried again every `CLAIM_EVERY`
+        seconds while another is: when it quits, this board takes over)."""
+        self._claimed_at = time.monotonic()
+        if not self.control or self._controller:
+            return
+        try:
+            self._controller = self.service.become_controller() is None
+        except LaneboardError as err:  # the ledger is locked: say so, try again later
+            self._post_error(str(err))
 
     def _answer(self, woke: _Wake) -> None:
         """Read as little as tells the board what changed:
@@ -267,9 +301,15 @@ class Feed:
         - only the changed worktrees (`_reread`) when files changed and nothing else did.
         A tick costs one `list-panes` (none when no task has a pane); the ledger's own commits
         (this board's) do not count."""
+        if not self._controller and time.monotonic() - self._claimed_at > CLAIM_EVERY:
+            self._claim()
         full = woke.forced or woke.hooks
-        if woke.ledger and self.service.data_version() != self._version:
-            full = True
+        try:
+            if woke.ledger and self.service.data_version() != self._version:
+                full = True
+        except LaneboardError as err:
+            self._post_error(str(err))
+            return
         printed = False
         if woke.ticked:
             moved, printed = self._panes_moved()
@@ -444,6 +484,7 @@ class Feed:
             watch.ledger,
             watch.events,
             watch.worktrees,
+            watch.repos,
         ):
             return
         self._stop_watcher()

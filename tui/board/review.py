@@ -72,16 +72,16 @@ class ReviewScreen(Screen[str | None]):
         self.hunks: list[int] = []
 
     def compose(self) -> ComposeResult:
-        yield Static(f"review {self.task_name}: reading…", id="summary")
+        yield Static(f"review {self.task_name}: reading…", id="summary", markup=False)
         with Horizontal():
             with Vertical(id="left"):
-                yield Static("", id="commits")
+                yield Static("", id="commits", markup=False)
                 yield OptionList(id="files")
-                yield Static("", id="pending")
-                yield Static("", id="radar")
+                yield Static("", id="pending", markup=False)
+                yield Static("", id="radar", markup=False)
             with VerticalScroll(id="diff"):
-                yield Static("", id="patch")
-        yield Static("", id="screen")
+                yield Static("", id="patch", markup=False)
+        yield Static("", id="screen", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -125,7 +125,7 @@ class ReviewScreen(Screen[str | None]):
         self.query_one("#commits", Static).update(commits)
         options = self.query_one("#files", OptionList)
         options.clear_options()
-        options.add_options([Option(file_line(f), id=str(i)) for i, f in enumerate(files)])
+        options.add_options([Option(Text(file_line(f)), id=str(i)) for i, f in enumerate(files)])
         pending = [f"{p.code} {p.path}" for p in review.uncommitted]
         pending += [f"?? {path}" for path in review.untracked]
         self.query_one("#pending", Static).update(

@@ -163,8 +163,10 @@ class Row:
     search: str = field(repr=False, default="")
 
     def key(self) -> tuple[int, float, str]:
-        """Needs-you first, then the most recently changed."""
-        return (self.attention.value, -self.updated, self.name)
+        """Needs-you first, then the newest task first: a task does not move while it is
+        worked on (a row that jumped when its task changed would put another task under the
+        cursor between two key presses)."""
+        return (self.attention.value, -self.view.task.created_at, self.name)
 
 
 def rows(

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
@@ -39,6 +39,11 @@ class Finalize:
     draft: bool = False
 
 
+class Box(VerticalScroll, can_focus=False):
+    """A dialog's body: it scrolls when it does not fit (a long list of blockers, a small
+    terminal), and never takes the focus from the dialog's first field."""
+
+
 def _given(value: str) -> str | None:
     return value.strip() or None
 
@@ -48,7 +53,7 @@ class Dialog(ModalScreen[object]):
 
     DEFAULT_CSS = """
     Dialog { align: center middle; }
-    Dialog > Vertical {
+    Dialog > .box {
         width: 76; max-width: 100%; height: auto; max-height: 100%;
         border: round $primary; background: $panel; padding: 0 1;
     }
@@ -76,12 +81,12 @@ class NewTaskScreen(Dialog):
         self.here = here if here in repos else (repos[0] if repos else None)
 
     def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Label("New task", classes="title")
+        with Box(classes="box"):
+            yield Label("New task", classes="title", markup=False)
             yield Input(compact=True, placeholder="name (becomes branch lb/<name>)", id="name")
             if self.repos:
                 yield Select(
-                    [(repo, repo) for repo in self.repos],
+                    [(Text(repo), repo) for repo in self.repos],
                     value=self.here or Select.NULL,
                     allow_blank=False,
                     id="repo",
@@ -94,7 +99,7 @@ class NewTaskScreen(Dialog):
                 compact=True, placeholder="target branch (default: the repo's)", id="target"
             )
             yield Select(
-                [(p, p) for p in self.profiles],
+                [(Text(p), p) for p in self.profiles],
                 prompt="agent profile (default: agents.default)",
                 id="agent",
                 compact=True,
@@ -103,7 +108,7 @@ class NewTaskScreen(Dialog):
                 compact=True, placeholder="or a command line to run as the agent", id="command"
             )
             yield Input(compact=True, placeholder="first prompt", id="prompt")
-            yield Label("enter creates · esc cancels", classes="hint")
+            yield Label("enter creates · esc cancels", classes="hint", markup=False)
             with Horizontal():
                 yield Button("Create", variant="primary", id="create", compact=True)
                 yield Button("Cancel", id="cancel", compact=True)
@@ -120,7 +125,7 @@ class NewTaskScreen(Dialog):
     def _create(self) -> None:
         name = self.query_one("#name", Input).value.strip()
         if not name:
-            self.notify("a task needs a name", severity="error")
+            self.notify("a task needs a name", severity="error", markup=False)
             return
         if self.repos:
             chosen = self.query_one("#repo", Select).value
@@ -128,7 +133,9 @@ class NewTaskScreen(Dialog):
         else:
             repo = self.query_one("#repo-path", Input).value.strip()
             if not repo:
-                self.notify("which repository? give a path inside it", severity="error")
+                self.notify(
+                    "which repository? give a path inside it", severity="error", markup=False
+                )
                 return
         agent = self.query_one("#agent", Select).value
         self.dismiss(
@@ -152,11 +159,11 @@ class PromptScreen(Dialog):
         self.task_name = task
 
     def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Label(f"Send a prompt to {self.task_name}", classes="title")
+        with Box(classes="box"):
+            yield Label(f"Send a prompt to {self.task_name}", classes="title", markup=False)
             yield Input(compact=True, placeholder="prompt", id="text")
             yield Checkbox("wait until the agent is idle", id="idle", compact=True)
-            yield Label("enter sends · esc cancels", classes="hint")
+            yield Label("enter sends · esc cancels", classes="hint", markup=False)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.value.strip():
@@ -176,12 +183,13 @@ class DiscardScreen(Dialog):
         return [b for b in self.blockers if not b.lifted_by_snapshot]
 
     def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Label(f"Discard {self.task_name}?", classes="title")
+        with Box(classes="box"):
+            yield Label(f"Discard {self.task_name}?", classes="title", markup=False)
             if not self.blockers:
                 yield Label(
                     "Nothing blocks it: its worktree and branch are removed after a snapshot "
-                    "(`restore` brings it back)."
+                    "(`restore` brings it back).",
+                    markup=False,
                 )
                 with Horizontal():
                     yield Button("Discard", variant="error", id="discard", compact=True)
@@ -190,11 +198,12 @@ class DiscardScreen(Dialog):
             for blocker in self.blockers:
                 mark = "saved in a snapshot with force" if blocker.lifted_by_snapshot else "blocks"
                 classes = "saved" if blocker.lifted_by_snapshot else "blocker"
-                yield Static(f"• {blocker.fact}  ({mark})", classes=classes)
+                yield Static(f"• {blocker.fact}  ({mark})", classes=classes, markup=False)
             if self.hard:
                 yield Label(
                     "Force cannot override the blockers above; deal with them first.",
                     classes="hint",
+                    markup=False,
                 )
                 with Horizontal():
                     yield Button("Close", id="cancel", compact=True)
@@ -202,6 +211,7 @@ class DiscardScreen(Dialog):
             yield Label(
                 f"To save these in a snapshot and remove anyway, type {self.task_name}:",
                 classes="hint",
+                markup=False,
             )
             yield Input(compact=True, placeholder=self.task_name, id="confirm")
             with Horizontal():
@@ -234,9 +244,9 @@ class FinalizeScreen(Dialog):
     def compose(self) -> ComposeResult:
         task = self.task_
         reviewed = task.reviewed_sha[:12] if task.reviewed_sha else "not reviewed yet"
-        with Vertical():
-            yield Label(f"Finalize {task.name}", classes="title")
-            yield Label(f"reviewed: {reviewed} · target: {task.target or '?'}")
+        with Box(classes="box"):
+            yield Label(f"Finalize {task.name}", classes="title", markup=False)
+            yield Label(f"reviewed: {reviewed} · target: {task.target or '?'}", markup=False)
             yield Select(
                 [("merge commit", "merge"), ("squash", "squash"), ("rebase", "rebase")],
                 prompt="strategy (default: finalize.strategy)",
@@ -275,8 +285,8 @@ class FilterScreen(Dialog):
         self.text, self.repo, self.repos, self.needs = text, repo, repos, needs
 
     def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Label("Filter", classes="title")
+        with Box(classes="box"):
+            yield Label("Filter", classes="title", markup=False)
             yield Input(
                 compact=True,
                 value=self.text,
@@ -284,14 +294,14 @@ class FilterScreen(Dialog):
                 id="q",
             )
             yield Select(
-                [(r, r) for r in self.repos],
+                [(Text(r), r) for r in self.repos],
                 value=self.repo if self.repo in self.repos else Select.NULL,
                 prompt="every repository",
                 id="repo",
                 compact=True,
             )
             yield Checkbox("only tasks that need me", self.needs, id="needs", compact=True)
-            yield Label("enter applies · esc cancels", classes="hint")
+            yield Label("enter applies · esc cancels", classes="hint", markup=False)
 
     def on_input_submitted(self) -> None:
         repo = self.query_one("#repo", Select).value
@@ -347,7 +357,7 @@ class JournalScreen(Dialog):
     """The task's ownership record and its whole journal."""
 
     DEFAULT_CSS = """
-    JournalScreen > Vertical { width: 120; height: 90%; }
+    JournalScreen > .box { width: 120; height: 90%; }
     JournalScreen VerticalScroll { height: 1fr; }
     """
 
@@ -356,26 +366,26 @@ class JournalScreen(Dialog):
         self.task_, self.events = task, events
 
     def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Label(f"Journal of {self.task_.name}", classes="title")
+        with Box(classes="box"):
+            yield Label(f"Journal of {self.task_.name}", classes="title", markup=False)
             record = Text()
             for key in OWNERSHIP:
                 record.append(f"{key:>24} ", style="dim")
                 record.append(f"{getattr(self.task_, key)}\n")
             with VerticalScroll():
-                yield Static(record)
+                yield Static(record, markup=False)
                 journal = Text()
                 for event in self.events:
                     journal.append_text(event_line(event))
                     journal.append("\n")
-                yield Static(journal)
-            yield Label("esc closes", classes="hint")
+                yield Static(journal, markup=False)
+            yield Label("esc closes", classes="hint", markup=False)
 
 
 class HelpScreen(Dialog):
     """Every key of the board, with its binding id for the key map."""
 
-    DEFAULT_CSS = "HelpScreen > Vertical { width: 100; height: 90%; }"
+    DEFAULT_CSS = "HelpScreen > .box { width: 100; height: 90%; }"
 
     def __init__(self, lines: list[tuple[str, str, str]]) -> None:
         super().__init__()
@@ -387,10 +397,14 @@ class HelpScreen(Dialog):
             text.append(f"{keys:>12}  ", style="bold")
             text.append(f"{what:<32}")
             text.append(f"{binding}\n", style="dim")
-        with Vertical():
+        with Box(classes="box"):
             yield Label(
-                "Keys (remap in config.toml: [board.keys] binding = 'key')", classes="title"
+                "Keys (remap in config.toml: [board.keys] binding = 'key')",
+                classes="title",
+                markup=False,
             )
             with VerticalScroll():
-                yield Static(text)
-            yield Label("esc closes · ctrl+p opens the command palette", classes="hint")
+                yield Static(text, markup=False)
+            yield Label(
+                "esc closes · ctrl+p opens the command palette", classes="hint", markup=False
+            )

@@ -110,9 +110,11 @@ class TaskTable(ScrollView, can_focus=True):
         """Show `rows` in this order; the cursor stays on the same task when it is still
         there. Only the lines whose row changed are repainted."""
         old = {row.task_id: (i, row) for i, row in enumerate(self.rows)}
-        if many_repos != self.many_repos:
+        if many_repos != self.many_repos:  # a REPO column comes or goes: every line changes
             self.many_repos = many_repos
             self._columns = ()
+            self._cache.clear()
+            self.refresh()
         self.rows = rows
         width = self.size.width or 80
         self.virtual_size = Size(width, len(rows) + 1)
@@ -121,6 +123,8 @@ class TaskTable(ScrollView, can_focus=True):
             position = min(self.cursor, max(0, len(rows) - 1))
         moved = position != self.cursor
         self.set_reactive(TaskTable.cursor, position)
+        if moved:
+            self._keep_visible(position)
         for index, row in enumerate(rows):
             before = old.get(row.task_id)
             if before is None or before[0] != index or before[1].cells != row.cells or moved:
@@ -145,16 +149,21 @@ class TaskTable(ScrollView, can_focus=True):
         if self.rows:
             self.cursor = max(0, min(len(self.rows) - 1, self.cursor + step))
 
-    def watch_cursor(self, old: int, new: int) -> None:
+    def _keep_visible(self, index: int) -> bool:
+        """Scroll so the row `index` is on screen; whether it scrolled."""
         body = self.size.height - 1
         top = self.scroll_offset.y
-        if new < top:
-            self.scroll_to(y=new, animate=False)
-            self.refresh()
-        elif body > 0 and new >= top + body:
-            self.scroll_to(y=new - body + 1, animate=False)
-            self.refresh()
-        else:  # only the two rows whose look changed
+        if index < top:
+            self.scroll_to(y=index, animate=False)
+        elif body > 0 and index >= top + body:
+            self.scroll_to(y=index - body + 1, animate=False)
+        else:
+            return False
+        self.refresh()
+        return True
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        if not self._keep_visible(new):  # only the two rows whose look changed
             self.refresh_line(old + 1)
             self.refresh_line(new + 1)
         chosen = self.selected
@@ -188,7 +197,7 @@ class TaskTable(ScrollView, can_focus=True):
             return Strip.blank(width, self.rich_style)
         row = self.rows[index]
         cursor = index == self.cursor and self.has_focus_within_app
-        signature = (tuple(row.cells.values()), row.attention, cursor, width)
+        signature = (tuple(row.cells.values()), row.attention, cursor, width, self.columns())
         cached = self._cache.get(row.task_id)
         if cached is not None and cached[0] == signature:
             return cached[1]
