@@ -60,3 +60,20 @@ def test_filters_by_words_repository_and_need() -> None:
     assert {r.repo for r in arrange(every, Filter(repo="api"))} == {"api"}
     needing = arrange(every, Filter(needs_you=True))
     assert needing and all(r.attention is not Attention.NONE for r in needing)
+
+
+def test_a_key_map_keeps_good_entries_and_names_the_bad_ones() -> None:
+    from laneboard.tui.board.app import checked_keymap
+
+    known = {"laneboard.discard", "board.quit", "board.help"}
+    kept, problems = checked_keymap(
+        {
+            "laneboard.discard": "x, delete",
+            "board.quit": "ctrl+",
+            "board.help": "not-a-real-key!!",
+            "no.such": "y",
+        },
+        known,
+    )
+    assert kept == {"laneboard.discard": "x,delete"}
+    assert len(problems) == 3 and any("no.such" in p for p in problems)
