@@ -464,10 +464,17 @@ async def test_the_same_action_twice_can_each_be_cancelled(board, repo: Path) ->
         await until(pilot, lambda: cancelled == [True, True], "both cancelled")
 
 
-async def test_a_locked_ledger_at_start_does_not_kill_the_feed(board, repo: Path) -> None:
+async def test_a_locked_ledger_at_start_does_not_kill_the_feed(
+    board, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a ledger locked for longer than SQLite's busy timeout when the board opened
+    killed its feed for good ("No tasks yet" on a full board)."""
     import sqlite3
     import threading
 
+    from laneboard.core.adapters import db
+
+    monkeypatch.setattr(db, "BUSY_TIMEOUT_MS", 200)
     assert laneboard("new", "t", "--no-start", cwd=repo).returncode == 0
     ledger = Path(os.environ["LANEBOARD_HOME"]) / "ledger.sqlite3"
     locked, release = threading.Event(), threading.Event()
@@ -487,7 +494,7 @@ async def test_a_locked_ledger_at_start_does_not_kill_the_feed(board, repo: Path
         service = Service(actor=Actor.TUI, runtime=TmuxRuntime(Service.tmux_socket()))
         app = BoardApp(service, here=str(repo))
         async with app.run_test(size=(160, 45)) as pilot:
-            await pilot.pause(1.0)
+            await pilot.pause(1.5)  # every read so far timed out
             release.set()
             await until(pilot, lambda: row(app, "t"), "the task, once the lock is gone")
             assert app.feed is not None
@@ -544,19 +551,3 @@ async def test_an_observing_board_takes_over_when_the_controller_quits(board, re
     finally:
         controller.kill()
         controller.wait()
-
-
-async def test_a_second_repository_redraws_every_row_with_the_repo_column(
-    board, repo: Path, tmp_path: Path
-) -> None:
-    from tests.conftest import make_repo
-
-    assert laneboard("new", "alpha", "--no-start", cwd=repo).returncode == 0
-    other = make_repo(tmp_path / "other")
-    async with board() as (app, pilot):
-        await until(pilot, lambda: row(app, "alpha"), "alpha")
-        assert laneboard("new", "beta", "--no-start", cwd=other).returncode == 0
-        await until(pilot, lambda: row(app, "beta"), "beta")
-        await pilot.pause(0.2)
-        lines = [app.table.render_line(y).text for y in range(1, 3)]
-        assert all((" repo " in line) or (" other " in line) for line in lines), lines

@@ -201,6 +201,7 @@ class Feed:
         self._last = self._full_at = self._panes_at = self._observed_at = 0.0
         self._snapshot: BoardSnapshot | None = None
         self._claimed_at = 0.0
+        self._failing = False
         self._has_panes = False
         self._alive: dict[str, tuple[bool, int | None]] = {}
         self.activity: dict[str, float | None] = {}
@@ -289,8 +290,8 @@ class Feed:
             return
         try:
             self._controller = self.service.become_controller() is None
-        except LaneboardError as err:  # the ledger is locked: say so, try again later
-            self._post_error(str(err))
+        except Exception as err:  # noqa: BLE001 (the ledger is locked: say so, try again later)
+            self._post_error(f"{err}")
 
     def _answer(self, woke: _Wake) -> None:
         """Read as little as tells the board what changed:
@@ -303,7 +304,7 @@ class Feed:
         (this board's) do not count."""
         if not self._controller and time.monotonic() - self._claimed_at > CLAIM_EVERY:
             self._claim()
-        full = woke.forced or woke.hooks
+        full = woke.forced or woke.hooks or self._failing  # a failed read is tried again
         try:
             if woke.ledger and self.service.data_version() != self._version:
                 full = True
@@ -386,6 +387,7 @@ class Feed:
             self._rewatch(snapshot)
             radar = self._radar_for(snapshot)
             other = None if self._controller else service.controller()
+            self._failing = False
             self.post(Update(snapshot, radar, events, controller=other))
         except LaneboardError as err:
             self._post_error(str(err))
@@ -420,12 +422,13 @@ class Feed:
         board shows every row at once, and what each holds fills in a moment later."""
         try:
             snapshot = self.service.snapshot(facts=False)
-        except LaneboardError as err:
-            self._post_error(str(err))
+        except Exception as err:  # noqa: BLE001 (a locked ledger: the next tick tries again)
+            self._post_error(f"{err}")
             return
         self.post(Update(snapshot, {}))
 
     def _post_error(self, text: str) -> None:
+        self._failing = True
         snapshot = BoardSnapshot(at=time.time(), slots=0, used=0, repos=(), cursor=0)
         self.post(Update(snapshot, self._radar, error=text))
 
