@@ -223,7 +223,7 @@ def keys(args: argparse.Namespace, base: Path, env: dict[str, str], ui: str) -> 
             laneboard(env, repo, "new", f"k{r}{n:03d}", "--no-start")
     start_board(base, base / "big0", env, ui, 160, 50)
     screen = Screen(ui)
-    screen.until(lambda: "k0000" in screen.text() or "k1000" in screen.text(), "the rows", 60)
+    screen.until(lambda: re.search(r"^. k\d", screen.text(), re.M), "the rows", 60)
     time.sleep(3)  # the first full read is done
 
     def lines() -> list[str]:

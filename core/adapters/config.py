@@ -378,10 +378,17 @@ def _twin(cls: Any) -> Any:
     )
 
 
+@functools.cache
+def _hints(cls: Any) -> dict[str, Any]:
+    """The resolved field types of a settings class (resolving them compiles every string
+    annotation: once per class, not once per `load_settings`)."""
+    return get_type_hints(cls)
+
+
 def _build(cls: Any, data: dict[str, Any]) -> Any:
     """Rebuild settings from their validated, normalized JSON (lists become tuples, tables the
     nested value classes), without pydantic."""
-    hints = get_type_hints(cls)
+    hints = _hints(cls)
     values: dict[str, Any] = {}
     for item in fields(cls):
         if item.name not in data:

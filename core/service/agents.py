@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from laneboard.core.adapters import agentfiles, locks, procs
@@ -25,8 +26,6 @@ from laneboard.core.domain.views import Outcome
 from laneboard.core.operations import agents
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from laneboard.core.adapters.ledger import Ledger
 
 SIGNALS = ("working", "waiting", "idle", "done")
@@ -312,9 +311,17 @@ class AgentCommands:
                     contexts[repo_id] = None
             return contexts[repo_id]
 
+        settings: dict[int, Settings] = {}
+
         def settings_of(task: Task) -> Settings:
-            found = context(task.repo_id)
-            return found.settings if found is not None else load_settings(None)
+            """The task's repo settings (its agent profile's screen rules), read from the
+            repo's root as the ledger records it: no git process per refresh."""
+            if task.repo_id not in settings:
+                try:
+                    settings[task.repo_id] = load_settings(Path(ledger.repo(task.repo_id).root))
+                except LaneboardError:
+                    settings[task.repo_id] = load_settings(None)
+            return settings[task.repo_id]
 
         states = agents.observe_all(settings_of, running, self.runtime) if running else {}
         for task in running:

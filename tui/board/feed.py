@@ -33,12 +33,13 @@ from laneboard.core.domain.review import Overlap
 from laneboard.core.domain.values import replace
 from laneboard.core.domain.views import BoardSnapshot, GitState, WatchSet
 
-TICK = 1.0
-"""Seconds between tmux polls (agent screens, dead panes, lane timers) when nothing happens."""
+TICK = 2.0
+"""Seconds between the tmux polls (one `list-panes`: did a pane die, or print?) when nothing
+else happens; hooks, file changes and other processes' commits are read at once."""
 GAP = 0.1
 """Seconds at least between two refreshes: a burst of writes is read once (the board repaints
 at most a few times a second)."""
-OBSERVE = 3.0
+OBSERVE = 5.0
 """A pane that only printed (its agent's state read from its screen) is re-read at most this
 often; hook events, deaths and file changes are read at once."""
 UNWATCHED_EVERY = 5.0
