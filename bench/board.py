@@ -224,7 +224,10 @@ def keys(args: argparse.Namespace, base: Path, env: dict[str, str], ui: str) -> 
     start_board(base, base / "big0", env, ui, 160, 50)
     screen = Screen(ui)
     screen.until(lambda: re.search(r"^. k\d", screen.text(), re.M), "the rows", 60)
-    time.sleep(3)  # the first full read is done
+    screen.until(
+        lambda: not re.search(r"^. k\S+ .*  …  ", screen.text(), re.M), "the first full read", 120
+    )
+    time.sleep(2)
 
     def lines() -> list[str]:
         return subprocess.run(
@@ -238,7 +241,7 @@ def keys(args: argparse.Namespace, base: Path, env: dict[str, str], ui: str) -> 
         """The row the cursor is drawn on: the line that starts with the default theme's
         cursor background (laneboard-dark's primary, #5FA8D3, as tmux passes it on)."""
         for index, line in enumerate(lines()[2:]):
-            if re.search(r"48;(5;74|2;95;168;211)m", line[:24]):
+            if re.search(r"48;(5;74|2;95;168;211)m", line[:48]):
                 return index
         return -1
 
