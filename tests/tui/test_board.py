@@ -99,6 +99,12 @@ async def select(app: BoardApp, pilot: Pilot[Any], name: str) -> Row:
     return found
 
 
+async def idle_and_selected(app: BoardApp, pilot: Pilot[Any], name: str) -> Row:
+    """Wait until the task's agent is idle, then put the cursor on it."""
+    await until(pilot, lambda: agent_of(app, name) == "idle", f"{name}'s agent idle")
+    return await select(app, pilot, name)
+
+
 async def test_an_empty_board_says_how_to_start(board) -> None:
     async with board() as (app, _pilot):
         assert app.empty.display and not app.table.display
@@ -164,8 +170,7 @@ async def test_a_hook_event_makes_the_task_wait_for_me_and_rings_the_bell(
 async def test_send_a_prompt_and_see_the_answer_in_the_preview(board, repo: Path) -> None:
     assert laneboard("new", "t", cwd=repo).returncode == 0
     async with board() as (app, pilot):
-        await until(pilot, lambda: agent_of(app, "t") == "idle", "idle")
-        await select(app, pilot, "t")
+        await idle_and_selected(app, pilot, "t")
         await pilot.press("p")
         await until(pilot, lambda: app.screen.query("#text"), "the prompt dialog")
         app.screen.query_one("#text", Input).value = "add a test"
@@ -176,8 +181,7 @@ async def test_send_a_prompt_and_see_the_answer_in_the_preview(board, repo: Path
 async def test_pause_then_resume_from_the_board(board, repo: Path) -> None:
     assert laneboard("new", "t", cwd=repo).returncode == 0
     async with board() as (app, pilot):
-        await until(pilot, lambda: agent_of(app, "t") == "idle", "idle")
-        await select(app, pilot, "t")
+        await idle_and_selected(app, pilot, "t")
         await pilot.press("z")
         await until(pilot, lambda: row(app, "t").view.task.state.value == "paused", "paused")
         assert (repo / ".worktrees" / "t").is_dir()
@@ -209,8 +213,7 @@ async def test_review_shows_the_diff_and_marks_the_tip(board, repo: Path, cli) -
 async def test_retain_stops_the_agent_and_keeps_everything(board, repo: Path) -> None:
     assert laneboard("new", "t", cwd=repo).returncode == 0
     async with board() as (app, pilot):
-        await until(pilot, lambda: agent_of(app, "t") == "idle", "idle")
-        await select(app, pilot, "t")
+        await idle_and_selected(app, pilot, "t")
         await pilot.press("r")
         await until(pilot, lambda: row(app, "t").view.task.state.value == "retained", "retained")
     assert (repo / ".worktrees" / "t").is_dir()
@@ -223,8 +226,7 @@ async def test_discard_is_refused_while_the_agent_runs_and_forced_only_by_the_ty
     assert laneboard("new", "t", "--no-start", cwd=repo).returncode == 0
     (repo / ".worktrees" / "t" / "notes.md").write_text("mine\n")
     async with board() as (app, pilot):
-        await until(pilot, lambda: agent_of(app, "busy") == "idle", "idle")
-        await select(app, pilot, "busy")
+        await idle_and_selected(app, pilot, "busy")
         await pilot.press("d")
         await until(pilot, lambda: isinstance(app.screen, DiscardScreen), "the confirmation")
         assert app.screen.hard  # the running agent: force cannot lift it
