@@ -160,3 +160,26 @@ def test_config_errors_are_said_in_the_words_of_the_file(repo: Path, text: str, 
     assert str(err.value).startswith(f"{repo / '.laneboard.toml'}: ")
     assert str(err.value).endswith(line)
     assert "Input should" not in str(err.value)
+
+
+def test_saving_the_theme_writes_through_a_symlinked_config_and_keeps_its_mode(
+    tmp_path: Path,
+) -> None:
+    """Regression: the board's theme switch replaced a symlinked config.toml with a plain file
+    (mode 644), leaving the dotfile it linked to as it was."""
+    from laneboard.core.adapters.config import save_user_value
+
+    dotfile = tmp_path / "dotfiles" / "laneboard.toml"
+    dotfile.parent.mkdir()
+    dotfile.write_text("# mine\n[board]\nbell = false\n")
+    dotfile.chmod(0o600)
+    home = Path(os.environ["LANEBOARD_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").symlink_to(dotfile)
+    save_user_value("theme", "laneboard-light")
+    assert (home / "config.toml").is_symlink()
+    assert dotfile.read_text() == 'theme = "laneboard-light"\n# mine\n[board]\nbell = false\n'
+    assert dotfile.stat().st_mode & 0o777 == 0o600
+    save_user_value("theme", "laneboard-dark")  # the line is replaced, not added again
+    assert dotfile.read_text().count("theme =") == 1
+    assert load_settings(None).theme == "laneboard-dark"

@@ -50,3 +50,24 @@ async def test_the_cursor_row_follows_its_task_when_rows_move() -> None:
         table.show(list(reversed(made)), many_repos=True)
         await pilot.pause()
         assert table.selected is not None and table.selected.task_id == chosen.task_id
+
+
+async def test_a_long_list_of_blockers_still_reaches_the_confirmation() -> None:
+    """Regression: with 50 blockers the discard dialog cut off the hint, the name field and
+    the buttons; it scrolls now, and the field can be reached and seen."""
+    from laneboard.core.domain.cleanup import Blocker, BlockerKind
+    from laneboard.tui.board.screens import DiscardScreen
+
+    blockers = tuple(
+        Blocker(BlockerKind.UNTRACKED, f"untracked file: n{i}.txt", f"n{i}.txt") for i in range(50)
+    )
+    app = Alone()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.push_screen(DiscardScreen("beta", blockers))
+        await pilot.pause()
+        field = app.screen.query_one("#confirm")
+        field.focus()
+        await pilot.pause()
+        field.scroll_visible(animate=False)
+        await pilot.pause()
+        assert app.screen.region.contains_region(field.region), field.region
