@@ -27,11 +27,15 @@ if TYPE_CHECKING:
     from tests.procs import Pause
 
 # Tests never write into the checkout: hypothesis keeps its examples and caches in a temporary
-# directory, and no module of the checkout gets a `__pycache__` (subprocesses inherit the
-# variable).
+# directory, and compiled modules go to a cache outside the checkout (`PYTHONPYCACHEPREFIX`,
+# which the laneboard processes the tests start inherit), so that each of them does not compile
+# every module again.
 set_hypothesis_home_dir(tempfile.mkdtemp(prefix="laneboard-hypothesis-"))
-sys.dont_write_bytecode = True
-os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+_PYCACHE = os.path.join(tempfile.gettempdir(), f"laneboard-test-pycache-{os.getuid()}")
+sys.pycache_prefix = _PYCACHE
+sys.dont_write_bytecode = False
+os.environ["PYTHONPYCACHEPREFIX"] = _PYCACHE
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FAKE = [sys.executable, str(REPO_ROOT / "tests" / "fakes" / "claude.py")]
