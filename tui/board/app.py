@@ -56,6 +56,8 @@ BOARD_COMMANDS = tuple(c for c in COMMANDS if c.key)
 PALETTE_ONLY = ("start", "restore", "doctor", "conflicts", "lanes")
 PREVIEW_EVERY = 0.5
 """Seconds between looks at whether the selected pane printed (its screen is read only then)."""
+RECENT = 3.0
+"""A pane that printed this many seconds ago or less is still re-read at each look."""
 AGES_EVERY = 5.0
 """Seconds between repaints of ages and lane timers when nothing else changed."""
 EXTRA_BINDINGS = [
@@ -416,7 +418,10 @@ class BoardApp(App[None]):
         if row is None or pane is None or self.feed is None:
             return
         printed = self.feed.activity.get(pane)
-        if printed != self._preview_activity:
+        # tmux counts activity in whole seconds: output later in the same second as the last
+        # look leaves it unchanged, so a pane that printed lately is read once more
+        lately = printed is not None and time.time() - printed < RECENT
+        if printed != self._preview_activity or lately:
             self._preview_activity = printed
             self.load_preview(row)
 

@@ -344,7 +344,10 @@ class Feed:
         alive = {pane_id: (p.alive, p.exit_status) for pane_id, p in panes.items()}
         printed = {pane_id: p.activity for pane_id, p in panes.items()}
         moved = alive != self._alive
-        changed = printed != self.activity
+        now = time.time()  # tmux counts in whole seconds: a pane that printed lately counts
+        changed = printed != self.activity or any(
+            at is not None and now - at < 2 * self.tick for at in printed.values()
+        )
         self._alive, self.activity = alive, printed
         return moved, changed and time.monotonic() - self._observed_at >= OBSERVE
 
