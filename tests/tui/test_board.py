@@ -160,6 +160,9 @@ async def test_discard_is_refused_while_the_agent_runs_and_forced_only_by_the_ty
         typed.value = "tt"
         await pilot.pause()
         assert dialog.query_one("#force").disabled
+        await pilot.press("enter")  # a wrong name submitted forces nothing
+        await pilot.pause(0.2)
+        assert app.screen is dialog and not app.busy
         typed.value = "t"
         await pilot.pause()
         assert not dialog.query_one("#force").disabled

@@ -20,7 +20,6 @@ from textual.widgets.option_list import Option
 
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.review import FileChange, Overlap, Review
-from laneboard.tui.board.rows import ago
 
 MAX_DIFF = 200_000
 """Characters of one file's diff shown at most (a huge file is summarized by the service)."""
@@ -184,9 +183,3 @@ class ReviewScreen(Screen[str | None]):
 
     def action_leave(self) -> None:
         self.dismiss(None)
-
-
-def reviewed_line(review: Review, now: float) -> str:
-    if review.reviewed_at is None:
-        return "not reviewed"
-    return f"reviewed {ago(now - review.reviewed_at)} ago"
