@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from laneboard.core.domain.errors import LaneboardError, UsageError
 from laneboard.core.domain.models import Task, TaskState
@@ -148,14 +148,34 @@ def _started_line(task: Task) -> str:
     return f"{task.state.value}{where} at {task.worktree_path} on {task.branch}"
 
 
+def _parent_of(args: argparse.Namespace) -> str | None:
+    """The task a new task is spawned from: `--parent`, else the task whose pane (or setup)
+    this runs in (`LANEBOARD_TASK`), unless `--no-parent`."""
+    if args.no_parent:
+        if args.parent:
+            raise UsageError("give --parent or --no-parent, not both")
+        return None
+    return args.parent or os.environ.get("LANEBOARD_TASK") or None
+
+
+def _print_notes(done: Outcome) -> None:
+    for note in done.notes:
+        print(f"laneboard: {note}", file=sys.stderr)
+
+
 def cmd_new(args: argparse.Namespace) -> int:
     if args.no_start and (args.agent or args.agent_command or args.prompt):
         raise UsageError("--no-start starts no agent: drop --agent, --cmd and --prompt")
+    parent = _parent_of(args)
+    outside = _outside(args, parent)
+    if outside is not None:
+        return outside
     done = _service().new(
         _where(args),
         args.name,
         base=args.base,
         target=args.target,
+        parent=parent,
         start=not args.no_start,
         agent=args.agent,
         command=_command(args),
@@ -163,7 +183,83 @@ def cmd_new(args: argparse.Namespace) -> int:
         on_wait=_print_wait,
         on_output=_print_output,
     )
-    return _report(args, done, _started_line(done.task))
+    _print_notes(done)
+    line = _child_line(done.task) + _started_line(done.task)
+    return _report(args, done, line, notes=list(done.notes))
+
+
+def _child_line(task: Task) -> str:
+    return f"child of {task.parent_id}; " if task.parent_id else ""
+
+
+def _outside(args: argparse.Namespace, parent: str | None) -> int | None:
+    """Inside a confined pane, `git worktree add` cannot write the repository's metadata, so a
+    command that creates or removes worktrees runs outside the sandbox, through the tmux
+    server the pane runs on (`laneboard.tui.outside`); None when it can run here."""
+    from laneboard.tui import outside
+
+    if not outside.confined_here():
+        return None
+    return outside.run(sys.argv[1:], parent=parent)
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    from laneboard.tui import changes, output
+
+    service = _service()
+    tasks = [service.resolve(_where(args), name) for name in args.names]
+    if args.timeout is not None and not (0 <= args.timeout < float("inf")):
+        raise UsageError("--timeout must be a finite number of seconds, 0 or more")
+    with changes.Feed.for_service(service) as feed:
+        done = service.wait(tasks, any_=args.any_, timeout=args.timeout, wake=feed.wait)
+    finished = {c.task.id for c in done}
+    pending = [service.task_by_id(t.id) for t in tasks if t.id not in finished]
+    if args.json:
+        output.emit_json(output.completions_document(done, pending))
+    else:
+        print("\n".join(output.completion_text(c) for c in done))
+        for task in pending:
+            print(f"{task.name}: still {task.state.value}")
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    children: Literal["keep", "cancel"] = "keep"
+    if args.children == "cancel":
+        children = "cancel"
+    elif args.children not in (None, "keep"):
+        raise UsageError("--children is keep or cancel")
+    outside = _outside(args, None)
+    if outside is not None:
+        return outside
+    done = _service().cancel(_where(args), args.name, children=children)
+    _print_notes(done)
+    if done.task.state is TaskState.CANCELLED:
+        line = "cancelled; what it created was removed"
+    elif done.task.state is TaskState.RETAINED:
+        line = f"retained (its agent had started); {done.task.worktree_path} and branch kept"
+    else:
+        line = f"{done.task.state.value}; nothing to cancel"
+    return _report(args, done, line, notes=list(done.notes))
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    outside = _outside(args, None)
+    if outside is not None:
+        return outside
+    options: dict[str, Any] = {"on_wait": _print_wait, "on_output": _print_output}
+    if args.no_start:
+        options["start"] = False
+    done = _service().retry(_where(args), args.name, **options)
+    _print_notes(done)
+    line = "retried: " + _child_line(done.task) + _started_line(done.task)
+    return _report(args, done, line, notes=list(done.notes))
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from laneboard.tui import mcp_server
+
+    return mcp_server.serve(args.task or os.environ.get("LANEBOARD_TASK") or None)
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -234,9 +330,19 @@ def cmd_signal(args: argparse.Namespace) -> int:
     task = args.task or os.environ.get("LANEBOARD_TASK")
     if not task:
         raise UsageError("--task ID is needed outside a laneboard pane")
-    if not args.state:
-        raise UsageError("--state is needed: working, waiting, idle or done")
-    _service().signal(task, args.state)
+    if not (args.state or args.check or args.message is not None):
+        raise UsageError("give --state (working, waiting, idle, done), --check or --message")
+    service = _service()
+    task = service.task_by_id(task).id
+    if args.check:
+        name, sep, result = args.check.partition("=")
+        if not sep:
+            raise UsageError("--check is NAME=pass or NAME=fail")
+        service.report_check(task, name, result)
+    if args.message is not None:
+        service.report_message(task, args.message)
+    if args.state:
+        service.signal(task, args.state)
     return 0
 
 
@@ -263,6 +369,19 @@ def cmd_ls(args: argparse.Namespace) -> int:
     from laneboard.tui import output
 
     service = _service()
+    if args.children:
+        top = service.resolve(_where(args), args.children)
+        below = {t.id for t in service.descendants(top, include_retired=args.all)}
+        views = [
+            v for v in service.tasks(top.repo_id, include_retired=args.all) if v.task.id in below
+        ]
+        if args.json:
+            output.emit_json(output.tasks_document(views))
+        elif not views:
+            print(f"no children of {top.name}")
+        else:
+            _print_tasks(views, top.repo_id)
+        return 0
     try:
         where, views = _here_or_all(args, lambda at: service.tasks(at, include_retired=args.all))
     except NotRegistered as err:
@@ -278,9 +397,19 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if not views:
         print("no tasks" if where is None else f"no tasks in {service.repo(where).root}")
         return 0
+    _print_tasks(views, where)
+    return 0
+
+
+def _print_tasks(views: list[TaskView], where: object) -> None:
+    """The task table; children indented under their parent (`└─`)."""
+    from laneboard.tui import output
+
+    views = output.as_tree(views)
+    names = output.tree_names(views)
     rows = [
         [
-            v.task.name,
+            names[v.task.id],
             v.task.state.value,
             v.task.target or "",
             output.git_text(v.git),
@@ -293,15 +422,16 @@ def cmd_ls(args: argparse.Namespace) -> int:
     ]
     headers = ["NAME", "STATE", "TARGET", "WORKTREE", "LAST COMMIT", "AGENT", "LANE"]
     print(output.table(rows, headers + ([] if where is not None else ["REPO"])))
-    return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     from laneboard.tui import output
 
-    view = _service().task(_where(args), args.name)
+    service = _service()
+    view = service.task(_where(args), args.name)
     if args.json:
-        output.emit_json(output.task_document(view))
+        done = service.completion(view.task)
+        output.emit_json(output.task_document(view, completion=output.completion_json(done)))
         return 0
     task = view.task
     lines = [
@@ -310,6 +440,12 @@ def cmd_show(args: argparse.Namespace) -> int:
         ("branch", task.branch + (f" → {task.target}" if task.target else "")),
         ("worktree", task.worktree_path),
     ]
+    if task.parent_id:
+        parent = service.task_by_id(task.parent_id)
+        lines.append(("parent", f"{parent.name} ({parent.id})"))
+    below = service.children(task)
+    if below:
+        lines.append(("children", ", ".join(f"{t.name} ({t.state.value})" for t in below)))
     if task.reviewed_sha:
         when = f" ({output.age(task.reviewed_at)} ago)" if task.reviewed_at else ""
         lines.append(("reviewed", f"{task.reviewed_sha}{when}"))
@@ -681,6 +817,10 @@ HANDLERS: dict[str, Handler] = {
     "conflicts": cmd_conflicts,
     "finalize": cmd_finalize,
     "rebase": cmd_rebase,
+    "wait": cmd_wait,
+    "cancel": cmd_cancel,
+    "retry": cmd_retry,
+    "mcp": cmd_mcp,
 }
 CHANGES = frozenset(
     {
@@ -696,6 +836,8 @@ CHANGES = frozenset(
         "verify",
         "finalize",
         "rebase",
+        "cancel",
+        "retry",
     }
 )
 """Commands during which SIGTERM and SIGHUP unwind like Ctrl-C (rollback, lease release)."""

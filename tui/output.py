@@ -19,6 +19,7 @@ from laneboard.core.domain.lanes import Lease
 from laneboard.core.domain.models import Event, Repo, Task
 from laneboard.core.domain.verdict import Verdict
 from laneboard.core.domain.views import (
+    Completion,
     Finding,
     GitState,
     LanesView,
@@ -87,6 +88,7 @@ def task_fields(task: Task, repo: Repo) -> dict[str, Any]:
         "confined": task.confined,
         "confine_note": task.confine_note,
         "disposition": task.disposition.value if task.disposition else None,
+        "parent_id": task.parent_id,
         "created_at": iso(task.created_at),
         "updated_at": iso(task.updated_at),
         "retired_at": iso(task.retired_at),
@@ -172,6 +174,104 @@ def task_view_json(view: TaskView) -> dict[str, Any]:
 
 def task_document(view: TaskView, **extra: Any) -> dict[str, Any]:
     return {"schema": schema("task"), **task_view_json(view), **extra}
+
+
+def completion_json(done: Completion) -> dict[str, Any]:
+    """A child's completion record: the same object `wait --json` lists and `show --json`
+    carries as `completion` (docs/delegation.md)."""
+    task = done.task
+    return {
+        "id": task.id,
+        "name": task.name,
+        "repo": done.repo.root,
+        "parent_id": task.parent_id,
+        "state": task.state.value,
+        "done": done.done,
+        "worktree_path": task.worktree_path,
+        "pane": pane_json(task),
+        "branch": task.branch,
+        "target": task.target,
+        "base_sha": task.base_sha,
+        "head_sha": done.head_sha,
+        "ahead": done.ahead,
+        "files": [
+            {
+                "path": f.path,
+                "status": f.change.value,
+                "old_path": f.old_path,
+                "added": f.added,
+                "removed": f.removed,
+                "binary": f.binary,
+            }
+            for f in done.files
+        ],
+        "worktree": {
+            "clean": done.clean,
+            "staged": list(done.staged),
+            "modified": list(done.modified),
+            "untracked": list(done.untracked),
+            "conflicted": list(done.conflicted),
+            "problem": done.worktree_problem,
+        },
+        "checks": [
+            {"name": c.name, "result": "pass" if c.passed else "fail", "at": iso(c.at)}
+            for c in done.checks
+        ],
+        "message": done.message,
+        "screen": done.screen,
+        "exit_code": task.agent_exit,
+        "reason": done.reason,
+        "agent_profile": task.agent_profile,
+        "conversation_id": task.conversation_id,
+    }
+
+
+def completions_document(done: list[Completion], pending: list[Task]) -> dict[str, Any]:
+    return {
+        "schema": schema("completions"),
+        "completions": [completion_json(c) for c in done],
+        "pending": [{"id": t.id, "name": t.name, "state": t.state.value} for t in pending],
+    }
+
+
+def completion_text(done: Completion) -> str:
+    """A completion record for a person: a few lines."""
+    task = done.task
+    ahead = f"{done.ahead} commit(s) ahead of {task.base_sha[:12]}"
+    plus = sum(f.added or 0 for f in done.files)
+    minus = sum(f.removed or 0 for f in done.files)
+    if done.worktree_problem:
+        holds = done.worktree_problem
+    elif done.clean:
+        holds = "clean"
+    else:
+        parts = [
+            f"{len(items)} {word}"
+            for items, word in (
+                (done.conflicted, "conflicted"),
+                (done.staged, "staged"),
+                (done.modified, "modified"),
+                (done.untracked, "untracked"),
+            )
+            if items
+        ]
+        holds = ", ".join(parts)
+    lines = [
+        f"{task.name} ({task.id}): {task.state.value}",
+        f"  branch    {task.branch} at {(done.head_sha or '(gone)')[:12]}, {ahead}",
+        f"  files     {len(done.files)} changed, +{plus} -{minus}",
+        f"  worktree  {task.worktree_path}: {holds}",
+    ]
+    if done.checks:
+        shown = ", ".join(f"{c.name} {'pass' if c.passed else 'FAIL'}" for c in done.checks)
+        lines.append(f"  checks    {shown}")
+    if done.reason:
+        lines.append(f"  reason    {done.reason}")
+    if done.message:
+        lines.append(f"  message   {done.message.splitlines()[0] if done.message else ''}")
+    if task.conversation_id:
+        lines.append(f"  resume    conversation {task.conversation_id}")
+    return "\n".join(lines)
 
 
 def tasks_document(views: list[TaskView]) -> dict[str, Any]:
@@ -374,3 +474,40 @@ def table(rows: list[list[str]], headers: list[str]) -> str:
         cells = [str(c).ljust(w) for c, w in zip(row[:-1], widths[:-1], strict=True)]
         lines.append("  ".join([*cells, str(row[-1])]).rstrip())
     return "\n".join(lines)
+
+
+def as_tree(views: list[TaskView]) -> list[TaskView]:
+    """`views` with every child right below its parent (depth first), roots and siblings in
+    the order given; a task whose parent is not among them is a root here."""
+    present = {v.task.id for v in views}
+    below: dict[str | None, list[TaskView]] = {}
+    for view in views:
+        parent = view.task.parent_id if view.task.parent_id in present else None
+        below.setdefault(parent, []).append(view)
+    ordered: list[TaskView] = []
+    todo = list(reversed(below.get(None, [])))
+    while todo:
+        view = todo.pop()
+        ordered.append(view)
+        todo += reversed(below.get(view.task.id, []))
+    return ordered
+
+
+def depth_in(task: Task, by_id: dict[str, Task]) -> int:
+    """How many of `task`'s ancestors are in `by_id`."""
+    depth, at = 0, task
+    while at.parent_id in by_id and depth < 64:
+        at = by_id[at.parent_id]
+        depth += 1
+    return depth
+
+
+def tree_names(views: list[TaskView]) -> dict[str, str]:
+    """Each task's name indented under its parent (`  └─ child`), by task id."""
+    by_id = {v.task.id: v.task for v in views}
+    named: dict[str, str] = {}
+    for view in views:
+        depth = depth_in(view.task, by_id)
+        indent = "" if depth == 0 else "  " * (depth - 1) + "└─ "
+        named[view.task.id] = indent + view.task.name
+    return named

@@ -134,6 +134,15 @@ class BoardSettings:
 
 
 @value
+class DelegationSettings:
+    max_children: int = 8
+    """Live children one task may have at once (`new --parent`, MCP `delegate`)."""
+    max_depth: int = 2
+    """How deep the tree may grow: a top-level task is depth 0, its children depth 1; a task at
+    `max_depth` cannot spawn."""
+
+
+@value
 class Settings:
     """Everything laneboard reads from configuration, merged from user and repo files."""
 
@@ -158,6 +167,7 @@ class Settings:
     """The board's theme: `laneboard-dark` (default), `laneboard-light`, `laneboard-contrast`,
     or any theme Textual ships; the board's theme switch writes it here."""
     board: BoardSettings = field(default_factory=BoardSettings)
+    delegation: DelegationSettings = field(default_factory=DelegationSettings)
 
 
 def home() -> Path | None:
@@ -296,11 +306,14 @@ def _problem(settings: Settings) -> str | None:
         ("lanes.slots", settings.lanes.slots),
         ("lanes.repo_cap", settings.lanes.repo_cap),
         ("agents.max_running", settings.agents.max_running),
+        ("delegation.max_children", settings.delegation.max_children),
     ):
         if number is not None and number < 1:
             return f"{where}: must be at least 1"
     from laneboard.core.domain.agents import profiles
 
+    if settings.delegation.max_depth < 0:
+        return "delegation.max_depth: must not be negative"
     if settings.agents.stop_grace < 0:
         return "agents.stop_grace: must not be negative"
     if settings.finalize.network_timeout <= 0:

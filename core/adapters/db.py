@@ -204,6 +204,11 @@ MIGRATIONS: Sequence[str] = (
     ALTER TABLE tasks ADD COLUMN confine_note TEXT;
     ALTER TABLE leases ADD COLUMN ended_at REAL;
     """,
+    # 9: delegation: the task that spawned this one.
+    """
+    ALTER TABLE tasks ADD COLUMN parent_id TEXT REFERENCES tasks(id);
+    CREATE INDEX tasks_by_parent ON tasks(parent_id) WHERE parent_id IS NOT NULL;
+    """,
 )
 
 

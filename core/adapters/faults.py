@@ -43,6 +43,9 @@ POINTS = (
     "publish.after_push",
     "pause.after_stop",
     "retain.after_stop",
+    "agent.before_handoff",
+    "agent.after_handoff",
+    "cancel.after_intent",
 )
 """Every point the code declares; `checkpoint` refuses names not listed here (a typo in a test
 would otherwise never fire and the test would pass vacuously)."""

@@ -214,12 +214,22 @@ class Ledger:
 
     # --- tasks ---------------------------------------------------------------------------
 
-    def insert_task(self, fields: dict[str, Any], actor: Actor, event: dict[str, Any]) -> Task:
+    def insert_task(
+        self,
+        fields: dict[str, Any],
+        actor: Actor,
+        event: dict[str, Any],
+        *,
+        max_children: int | None = None,
+    ) -> Task:
         """Record a new task and its `task.intent` event in one transaction (a task created in
         a multi-step state, `provisioning`, is owned by this process).
 
         Raises `NameTaken` when a live task of the repo has the name, including when another
         process inserted it a moment ago (the partial unique index decides, not a prior read).
+        With `max_children`, a child (`fields["parent_id"]`) is refused when its parent has that
+        many live children already, counted inside the same write transaction, so two spawns
+        at once cannot both take the last place.
         """
         now = time.time()
         row = {**fields, "created_at": now, "updated_at": now}
@@ -235,6 +245,17 @@ class Ledger:
         marks = ", ".join("?" for _ in row)
         try:
             with self.transaction() as db:
+                parent = row.get("parent_id")
+                if parent is not None and max_children is not None:
+                    live = db.execute(
+                        "SELECT COUNT(*) FROM tasks WHERE parent_id = ? AND retired_at IS NULL",
+                        (parent,),
+                    ).fetchone()[0]
+                    if live >= max_children:
+                        raise LaneboardError(
+                            f"its parent has {live} live children, the most "
+                            "`delegation.max_children` allows; finish or discard one first"
+                        )
                 db.execute(f"INSERT INTO tasks ({columns}) VALUES ({marks})", tuple(row.values()))
                 self._event(db, row["id"], row["repo_id"], "task.intent", actor, event)
         except sqlite3.IntegrityError:
@@ -246,6 +267,14 @@ class Ledger:
         if row is None:
             raise LaneboardError(f"no task with id {task_id}")
         return _task_from_row(row)
+
+    def children(self, parent_id: str, *, include_retired: bool = True) -> list[Task]:
+        """The tasks `parent_id` spawned, oldest first."""
+        retired = "" if include_retired else " AND retired_at IS NULL"
+        rows = self._db.execute(
+            f"SELECT * FROM tasks WHERE parent_id = ?{retired} ORDER BY created_at", (parent_id,)
+        )
+        return [_task_from_row(row) for row in rows]
 
     def live_task(self, repo_id: int, name: str) -> Task | None:
         row = self._db.execute(
@@ -475,6 +504,16 @@ class Ledger:
         """Journal a side effect (or its intent) in its own transaction."""
         with self.transaction() as db:
             self._event(db, task_id, repo_id, kind, actor, data or {})
+
+    def pending(self, task_id: str, asked: str, answered: str) -> bool:
+        """The task's journal has an `asked` event with no `answered` event after it (a cancel
+        request its process has not acted on yet)."""
+        row = self._db.execute(
+            "SELECT MAX(CASE WHEN kind = ? THEN seq END), MAX(CASE WHEN kind = ? THEN seq END) "
+            "FROM events WHERE task_id = ? AND kind IN (?, ?)",
+            (asked, answered, task_id, asked, answered),
+        ).fetchone()
+        return row[0] is not None and (row[1] is None or row[1] < row[0])
 
     def last_seq(self) -> int:
         """The journal's newest position (0 when it is empty)."""

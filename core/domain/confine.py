@@ -44,13 +44,27 @@ confined already (nesting bwrap would fail in an unprivileged user namespace).""
 def no_maintenance(env: Mapping[str, str]) -> dict[str, str]:
     """Variables that add `gc.auto=0` and `maintenance.auto=false` to the git configuration of
     a command with environment `env` (after any `GIT_CONFIG_*` entries it has already):
-    repository-wide maintenance never starts inside a task."""
-    count = int(env.get("GIT_CONFIG_COUNT", "0") or 0)
+    repository-wide maintenance never starts inside a task.
+
+    The result is whole: it repeats the entries `env` has, numbered from 0, because a pane
+    does not inherit the caller's environment (it gets the tmux server's, plus these), and a
+    count naming keys the pane lacks makes every git command there fail. Applied twice (a
+    child spawned from a task's pane) it adds nothing more."""
+    raw = env.get("GIT_CONFIG_COUNT", "")
+    count = int(raw) if raw.isdigit() else 0
+    entries: list[tuple[str, str]] = []
+    for n in range(count):
+        key, setting = env.get(f"GIT_CONFIG_KEY_{n}"), env.get(f"GIT_CONFIG_VALUE_{n}")
+        if key is not None and setting is not None:
+            entries.append((key, setting))
+    for wanted in (("gc.auto", "0"), ("maintenance.auto", "false")):
+        if wanted not in entries:
+            entries.append(wanted)
     added: dict[str, str] = {}
-    for offset, (key, setting) in enumerate((("gc.auto", "0"), ("maintenance.auto", "false"))):
-        added[f"GIT_CONFIG_KEY_{count + offset}"] = key
-        added[f"GIT_CONFIG_VALUE_{count + offset}"] = setting
-    added["GIT_CONFIG_COUNT"] = str(count + 2)
+    for n, (key, setting) in enumerate(entries):
+        added[f"GIT_CONFIG_KEY_{n}"] = key
+        added[f"GIT_CONFIG_VALUE_{n}"] = setting
+    added["GIT_CONFIG_COUNT"] = str(len(entries))
     return added
 
 

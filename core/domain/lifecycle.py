@@ -20,9 +20,11 @@ S = TaskState
 
 TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
     S.NEW: frozenset({S.PROVISIONING}),
-    S.PROVISIONING: frozenset({S.PROVISIONED, S.FAILED}),
-    S.PROVISIONED: frozenset({S.QUEUED, S.RUNNING, S.RETAINED, S.DISCARDING, S.FINALIZING}),
-    S.QUEUED: frozenset({S.RUNNING, S.RETAINED, S.DISCARDING}),
+    S.PROVISIONING: frozenset({S.PROVISIONED, S.FAILED, S.CANCELLED}),
+    S.PROVISIONED: frozenset(
+        {S.QUEUED, S.RUNNING, S.RETAINED, S.DISCARDING, S.FINALIZING, S.CANCELLING}
+    ),
+    S.QUEUED: frozenset({S.RUNNING, S.RETAINED, S.DISCARDING, S.CANCELLING}),
     S.RUNNING: frozenset({S.PAUSED, S.READY_FOR_REVIEW, S.RETAINED, S.DISCARDING, S.FINALIZING}),
     S.PAUSED: frozenset({S.RUNNING, S.QUEUED, S.RETAINED, S.DISCARDING, S.FINALIZING}),
     S.READY_FOR_REVIEW: frozenset({S.REVISING, S.FINALIZING, S.RETAINED, S.DISCARDING}),
@@ -35,18 +37,23 @@ TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
     S.FINALIZED: frozenset({S.DISCARDING}),
     S.DISCARDED: frozenset(),
     S.FAILED: frozenset(),
+    # A cancel before the agent started: only a task no agent ever ran in (the handoff to the
+    # agent is the start's own transition to running, so the two can never both happen).
+    S.CANCELLING: frozenset({S.CANCELLED}),
+    S.CANCELLED: frozenset(),
 }
 
 DISPOSITION_OF: dict[TaskState, Disposition] = {
     S.FINALIZED: Disposition.FINALIZED,
     S.DISCARDED: Disposition.DISCARDED,
     S.FAILED: Disposition.FAILED,
+    S.CANCELLED: Disposition.CANCELLED,
 }
 """States that retire a task: its name becomes free again; its row and journal stay forever
 (a finalized task whose worktree is still there retires when the worktree goes)."""
 
 
-OWNED = frozenset({S.PROVISIONING, S.DISCARDING, S.FINALIZING})
+OWNED = frozenset({S.PROVISIONING, S.DISCARDING, S.FINALIZING, S.CANCELLING})
 """States that span several effects: one process owns the task while it is in them (DESIGN.md
 section 3), and only that owner, or `doctor` once the owner is dead and it has claimed the
 task, may change it."""

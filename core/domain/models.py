@@ -47,6 +47,11 @@ class TaskState(StrEnum):
     """Worktree (and branch, when laneboard created it) removed after a snapshot (terminal)."""
     FAILED = "failed"
     """Provisioning failed and was rolled back (terminal)."""
+    CANCELLING = "cancelling"
+    """A cancel before the agent started is removing what the task created; the journal holds
+    what is being undone (`doctor` finishes it after a crash)."""
+    CANCELLED = "cancelled"
+    """Cancelled before its agent started: exactly what it created was removed (terminal)."""
 
 
 class Disposition(StrEnum):
@@ -58,6 +63,7 @@ class Disposition(StrEnum):
     """Pushed to a remote branch (and a pull request opened, when asked)."""
     DISCARDED = "discarded"
     FAILED = "failed"
+    CANCELLED = "cancelled"
 
 
 class Actor(StrEnum):
@@ -70,6 +76,8 @@ class Actor(StrEnum):
     DOCTOR = "doctor"
     LANES = "lanes"
     """The lane scheduler: a lease was requested, admitted or released."""
+    MCP = "mcp"
+    """A coordinating agent, through `laneboard mcp`."""
 
 
 @value
@@ -151,6 +159,10 @@ class Task:
     """Its agent was started under bubblewrap (None: no agent started yet)."""
     confine_note: str | None = None
     """Why its agent runs unconfined."""
+    parent_id: str | None = None
+    """The task that delegated this one (`new --parent`), or None for a top-level task. Set at
+    creation, never changed: the tree `ls` and the board show, and the scope of a child's MCP
+    server."""
 
     @property
     def live(self) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from laneboard.core.domain.agents import State
 from laneboard.core.domain.lanes import Lease
 from laneboard.core.domain.models import Event, Relocation, Repo, Task
+from laneboard.core.domain.review import FileChange
 from laneboard.core.domain.values import field, value
 from laneboard.core.domain.verdict import Verdict
 
@@ -207,3 +208,63 @@ class BoardConfig:
     bell: bool
     keys: dict[str, str]
     preview_lines: int
+
+
+@value
+class Check:
+    """A check a task reported about its own work (`laneboard signal --check NAME=pass`)."""
+
+    name: str
+    passed: bool
+    at: float
+
+
+@value
+class Completion:
+    """What a finished child hands its parent: where its work is and what git says it holds.
+
+    Built fresh from the ledger and git each time (`Service.completion`); `done` says whether
+    the child has finished (ready for review, failed, cancelled, or retired otherwise). Nothing
+    in it was merged, pushed or removed: a child's exit never does any of that."""
+
+    task: Task
+    repo: Repo
+    done: bool
+    head_sha: str | None
+    """The branch tip now (None once the branch is gone)."""
+    ahead: int
+    """Commits from the base SHA to the head."""
+    files: tuple[FileChange, ...]
+    """What the commits from the base SHA changed, with +/- line counts."""
+    staged: tuple[str, ...] = ()
+    modified: tuple[str, ...] = ()
+    untracked: tuple[str, ...] = ()
+    conflicted: tuple[str, ...] = ()
+    worktree_problem: str | None = None
+    """Why the worktree could not be read (gone, fails verification), else None."""
+    checks: tuple[Check, ...] = ()
+    """The newest result of each check the task reported, by name."""
+    message: str | None = None
+    """The agent's last message: what it said with `laneboard signal --message`, else what its
+    hooks reported."""
+    screen: str = ""
+    """The tail of its pane's screen: from when it finished, else now."""
+    reason: str | None = None
+    """Why it failed or was cancelled, when it did."""
+
+    @property
+    def clean(self) -> bool:
+        """The worktree holds nothing uncommitted (and could be read)."""
+        return self.worktree_problem is None and not (
+            self.staged or self.modified or self.untracked or self.conflicted
+        )
+
+
+def latest_checks(events: list[Event]) -> tuple[Check, ...]:
+    """The newest result of each reported check, in the order they were first reported."""
+    found: dict[str, Check] = {}
+    for event in events:
+        if event.kind == "check.reported":
+            name = str(event.data.get("name"))
+            found[name] = Check(name, event.data.get("result") == "pass", event.at)
+    return tuple(found.values())

@@ -52,6 +52,7 @@ from laneboard.core.domain.runtime import (
     pane_of,
     same_pane,
 )
+from laneboard.core.operations.cancel import NOT_STARTED, cancel_requested
 
 CUSTOM = "custom"
 """The profile name recorded for `--cmd`: its argv is the task's `agent_argv`."""
@@ -140,6 +141,9 @@ def start(
     Nothing starts in a worktree that fails verification."""
     if task.state not in STARTABLE:
         raise AgentError(f"{task.name} is {task.state.value}; its agent cannot start")
+    handoff = task.state in NOT_STARTED
+    if handoff and cancel_requested(ledger, task.id):
+        raise AgentError(f"{task.name} was cancelled; no agent started")
     verdict = ctx.verify(task)
     if not verdict.ok:
         raise AgentError(
@@ -164,6 +168,8 @@ def start(
     argv[at:at] = hook_args
     shims = shim_dir(task)
     env = environment(ctx, task, profile, shims) | hook_env
+    if runtime.socket_path:  # a laneboard run in the pane (a child spawned) uses this server
+        env.setdefault("LANEBOARD_TMUX_SOCKET", runtime.socket_path)
     previous = pane_of(task)
     assert task.admin_name is not None
     paths = confine.layout(
@@ -187,6 +193,7 @@ def start(
     _stop_unrecorded(runtime, task)
     began = time.time()
     ref = runtime.launch(spec)
+    faults.checkpoint("agent.before_handoff")
     typed = bool(task.agent_prompt) and profile.prompt is not Prompt.ARGV and not resuming
     if task.state is TaskState.READY_FOR_REVIEW:
         task = ledger.update_task(
@@ -197,7 +204,14 @@ def start(
             task.id,
             actor=actor,
             kind=kind,
-            data={"argv": argv, "pane": ref.pane_id, "conversation": conversation},
+            # The first start hands the worktree to the agent: from this event on, a cancel
+            # keeps every file (`operations.cancel`).
+            data={
+                "argv": argv,
+                "pane": ref.pane_id,
+                "conversation": conversation,
+                **({"ownership": "agent"} if handoff else {}),
+            },
             state=TaskState.RUNNING if task.state is not TaskState.RUNNING else None,
             expect=task.state,
             agent_argv=list(argv) if task.agent_profile != CUSTOM else task.agent_argv,
@@ -217,6 +231,7 @@ def start(
     except LaneboardError:
         runtime.stop(ref, timeout=1.0)
         raise
+    faults.checkpoint("agent.after_handoff")
     return started
 
 

@@ -24,6 +24,7 @@ from laneboard.core.domain.views import Finding
 from laneboard.core.operations import discard as removal
 from laneboard.core.operations import finalize, publish
 from laneboard.core.operations.agents import unrecorded_panes
+from laneboard.core.operations.cancel import cancel_requested
 from laneboard.core.operations.provision import (
     branch_message,
     finish,
@@ -204,6 +205,8 @@ def _task_findings(
         return [_interrupted_discard(ctx, ledger, task, fix, actor, runtime)]
     if task.state is TaskState.FINALIZING:
         return [_interrupted_finalize(ctx, ledger, task, fix, actor)]
+    if task.state is TaskState.CANCELLING:
+        return [_interrupted_cancel(ctx, ledger, task, fix, actor)]
     if task.live:
         return _live_task(ctx, task, entries)
     if _leftover(task, entries, live_paths):
@@ -315,6 +318,29 @@ def _interrupted_finalize(
     return Finding("interrupted-finalize", detail, task.name, task.id, fixed=outcome)
 
 
+def _interrupted_cancel(
+    ctx: RepoContext, ledger: Ledger, task: Task, fix: bool, actor: Actor
+) -> Finding:
+    """A cancel of a task no agent had started, stopped after its intent: `--fix` finishes it
+    (removes exactly what the task created, saving anything written there)."""
+    from laneboard.core.operations.cancel import undo
+
+    detail = "cancelling was interrupted; --fix finishes it (what anyone wrote there is saved)"
+    taken = _take_over(ledger, task, fix, "cancel", detail)
+    if isinstance(taken, Finding):
+        return taken
+    try:
+        done = undo(ctx, ledger, taken, actor)
+    except LaneboardError as err:
+        reasons = "; ".join([str(err), *err.details])
+        return Finding(
+            "interrupted-cancel", detail, task.name, task.id, fixed=f"not fixed: {reasons}"
+        )
+    return Finding(
+        "interrupted-cancel", detail, task.name, task.id, fixed=f"marked {done.state.value}"
+    )
+
+
 def _interrupted_provisioning(
     ctx: RepoContext,
     ledger: Ledger,
@@ -344,14 +370,20 @@ def _interrupted_provisioning(
         task.worktree_created_by_us or entry.locked == lock_reason(task.id)
     )
     complete = worktree_ours and branch_ours and entry is not None and entry.branch == task.branch
-    if complete:
+    cancelled = cancel_requested(ledger, task.id)
+    if complete and cancelled:
+        complete = False
+        detail = "provisioning was interrupted and the task was cancelled; --fix undoes it"
+    elif complete:
         detail = "provisioning was interrupted after the worktree was created; --fix finishes it"
     else:
         detail = "provisioning was interrupted before the worktree was complete"
         leftovers = _unproven(ctx, task, entry, branch_ours, worktree_ours)
         if leftovers:
             detail += "; found " + " and ".join(leftovers) + ", left alone"
-        detail += "; --fix undoes what is the task's own and marks it failed"
+        detail += "; --fix undoes what is the task's own and marks it " + (
+            "cancelled" if cancelled else "failed"
+        )
     if not fix:
         return Finding("interrupted-provisioning", detail, task.name, task.id)
     if not ledger.claim(task.id, task.owner_pid, task.owner_start):
@@ -370,7 +402,11 @@ def _interrupted_provisioning(
         if complete:
             finish(ctx, ledger, task, actor, setup_is_ours=False)
             return Finding("interrupted-provisioning", detail, task.name, task.id, fixed="finished")
-        rollback(ctx, ledger, task, reason="interrupted: " + detail, actor=actor, force=False)
+        final = TaskState.CANCELLED if cancelled else TaskState.FAILED
+        rollback(
+            ctx, ledger, task, reason="interrupted: " + detail, actor=actor, force=False,
+            final=final,
+        )  # fmt: skip
     except LaneboardError as err:
         reasons = "; ".join([str(err), *err.details])
         return Finding(

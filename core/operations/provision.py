@@ -31,6 +31,7 @@ from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.lanes import Lease, LeaseKind
 from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.domain.names import branch_for
+from laneboard.core.operations import cancel
 from laneboard.core.operations.copies import copy_files
 from laneboard.core.operations.setup import run_setup
 
@@ -62,6 +63,9 @@ def provision(
     base_sha: str,
     actor: Actor,
     target: str | None = None,
+    *,
+    parent: Task | None = None,
+    more: dict[str, Any] | None = None,
 ) -> Task:
     """Create task `name` with branch `<prefix>/<name>` and a worktree at `<area>/<name>`, both at
     `base_sha` (what `base_ref` named when the caller resolved it), to be integrated into
@@ -71,10 +75,16 @@ def provision(
     `git worktree add` runs under a root-lane lease (it writes shared git metadata), so it waits
     for in-flight lane commands of the repo and holds back later ones (`ctx.on_wait` hears about
     it); `ctx.on_output` receives the setup command's output as it comes.
+
+    A `parent` makes it that task's child (refused when the parent has
+    `delegation.max_children` live children, counted in the insert's transaction); `more` goes
+    into the intent event (what was asked of the agent, the try it retries).
     """
     branch = branch_for(ctx.settings.branch_prefix, name)
     refuse_live_name(ledger, ctx, name)
-    extra = {"target": target or ctx.git.integration_branch(ctx.settings.target)}
+    extra = {"target": target or ctx.git.integration_branch(ctx.settings.target), **(more or {})}
+    if parent is not None:
+        extra["parent_id"] = parent.id
     return create(ctx, ledger, name, branch, base_ref, base_sha, base_sha, extra, actor)
 
 
@@ -147,6 +157,7 @@ def create(
             "area": str(area),
             "worktree_path": str(path),
             "target": extra.get("target"),
+            "parent_id": extra.get("parent_id"),
         },
         actor,
         {
@@ -157,9 +168,11 @@ def create(
             "path": str(path),
             **extra,
         },
+        max_children=ctx.settings.delegation.max_children,
     )
     faults.checkpoint("provision.after_intent")
     try:
+        cancel.check(ledger, task)
         with ctx.lane(ledger, None, LeaseKind.PROVISION, add):
             ensure_excluded(ctx, ledger, task, actor)
             check_area(area)
@@ -173,6 +186,7 @@ def create(
             worktree_add(ctx.root, path, branch, lock_reason(task.id))
             task = record_created(ledger, task, actor, start_sha, branch=False)
             faults.checkpoint("provision.after_worktree_add")
+        cancel.check(ledger, task)
     except (LaneboardError, OSError, KeyboardInterrupt) as err:
         raise rollback_after(ctx, ledger, task, err, actor=actor) from None
     return finish(ctx, ledger, task, actor, setup_is_ours=True)
@@ -254,12 +268,14 @@ def finish(
             snapshot.apply(Path(task.worktree_path), saved, common_dir=ctx.common_dir)
             ledger.append_event(task.id, ctx.repo.id, "snapshot.applied", actor, {"ref": saved.ref})
         faults.checkpoint("restore.after_apply")
+        cancel.check(ledger, task)
         if "files.copied" not in done:
             copy_files(ctx, ledger, task, actor)
         faults.checkpoint("provision.after_copy")
         if "setup.done" not in done:
             run_setup(ctx, ledger, task, actor)
         faults.checkpoint("provision.after_setup")
+        cancel.check(ledger, task)
         # Unlocking reads every worktree's admin dir, so, like `worktree add`, it is a root
         # operation: run beside another task's `add` it can read a half-made admin dir and fail.
         unlock = ["git", "worktree", "unlock", task.worktree_path]

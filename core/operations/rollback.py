@@ -38,16 +38,23 @@ def rollback_after(
     """Roll back after `err` stopped provisioning; return the error to raise. If the rollback
     itself cannot run (git broken, interrupted again), the task stays `provisioning`, owned by
     this process, so that `laneboard doctor --fix` finishes or undoes it later; the error says
-    so."""
+    so. A provisioning stopped because someone cancelled the task (`laneboard cancel`) ends
+    `cancelled`, any other `failed`."""
+    from laneboard.core.operations.cancel import CancelRequested, cancel_requested
+
     reason = describe(err)
+    cancelled = isinstance(err, CancelRequested) or cancel_requested(ledger, task.id)
+    final = TaskState.CANCELLED if cancelled else TaskState.FAILED
     try:
         task = adopt_leftover_worktree(ctx, ledger, ledger.task(task.id), actor)
-        rollback(ctx, ledger, task, reason=reason, actor=actor, force=force)
+        rollback(ctx, ledger, task, reason=reason, actor=actor, force=force, final=final)
     except (LaneboardError, OSError, KeyboardInterrupt) as again:
         return ProvisionFailed(
             f"provisioning {task.name} failed: {reason}; rolling back failed too "
             f"({describe(again)}); `laneboard doctor --fix` undoes it"
         )
+    if cancelled:
+        return ProvisionFailed(f"{task.name}: cancelled while provisioning; nothing of it is left")
     return ProvisionFailed(f"provisioning {task.name} failed: {reason}")
 
 
@@ -59,10 +66,11 @@ def rollback(
     reason: str,
     actor: Actor,
     force: bool = True,
+    final: TaskState = TaskState.FAILED,
 ) -> Task:
-    """Undo exactly what this task created and mark it failed. `force` (files inside may be
-    removed once saved) is for a worktree this process made; without it a worktree that is not
-    pristine is kept."""
+    """Undo exactly what this task created and mark it `final` (failed, or cancelled). `force`
+    (files inside may be removed once saved) is for a worktree no one but laneboard worked in;
+    without it a worktree that is not pristine is kept."""
     ledger.append_event(
         task.id,
         ctx.repo.id,
@@ -77,9 +85,9 @@ def rollback(
     return ledger.update_task(
         task.id,
         actor=actor,
-        kind="task.failed",
+        kind=f"task.{final.value}",
         data={"reason": full_reason, "kept": kept},
-        state=TaskState.FAILED,
+        state=final,
         settled=True,
     )
 

@@ -23,6 +23,7 @@ from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.lanes import Lease, LeaseKind
 from laneboard.core.domain.models import Actor, Task
+from laneboard.core.operations.cancel import CancelRequested, stop_check
 
 TICK_SECONDS = 0.25
 """How often the setup's output is passed on, and a cancel looked at, while it runs."""
@@ -55,7 +56,9 @@ def run_setup(
         ledger.append_event(
             task.id, ctx.repo.id, "setup.started", actor, {"command": argv, "log": str(log)}
         )
-        data = run_logged(ctx, task, held, argv, Path(task.worktree_path), log)
+        data = run_logged(
+            ctx, task, held, argv, Path(task.worktree_path), log, stop=stop_check(ledger, task)
+        )
     if data["exit_code"] != 0:
         ledger.append_event(task.id, ctx.repo.id, "setup.failed", actor, data)
         raise LaneboardError(f"setup command {failure(data)}")
@@ -81,11 +84,13 @@ def run_logged(
     what: str = "setup command",
     *,
     leftovers: bool = False,
+    stop: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
     """Run `argv` in `cwd` as the command of `held` (a setup or a gate), its output going to
     `log` and, as it comes, to `ctx.on_output`; stopped (its whole group) when `ctx.cancel` is
     set or the caller is interrupted; with `leftovers`, whatever it left running in its group
-    is stopped when it exits (a gate's stray test servers). Returns what the journal keeps: the
+    is stopped when it exits (a gate's stray test servers); `stop`, looked at every tick, stops
+    it too (the task was cancelled: `CancelRequested`). Returns what the journal keeps: the
     command, exit code (128+N for signal N), the output's tail and the log's path."""
     env = {
         **os.environ,
@@ -112,6 +117,8 @@ def run_logged(
                 stream()
                 if ctx.cancel is not None and ctx.cancel.cancelled:
                     raise Cancelled(f"`{argv[-1]}` in {task.name} was cancelled")
+                if stop is not None and stop():
+                    raise CancelRequested(f"{task.name} was cancelled during its {what}")
                 try:
                     code = proc.wait(timeout=TICK_SECONDS)
                     break

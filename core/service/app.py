@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Container, Mapping
 from pathlib import Path
+from typing import Any
 
 from laneboard.core.adapters.config import load_settings, save_user_value, state_dir
 from laneboard.core.adapters.db import default_path
@@ -60,6 +61,7 @@ from laneboard.core.domain.views import (
     WatchSet,
 )
 from laneboard.core.service.agents import AgentCommands
+from laneboard.core.service.delegation import DelegationCommands
 from laneboard.core.service.review import ReviewCommands
 
 __all__ = ["Cancel", "NotARepository", "NotRegistered", "RepoRef", "Service", "UnknownTask"]
@@ -97,7 +99,7 @@ def target_branch(
     return branch
 
 
-class Service(AgentCommands, ReviewCommands):
+class Service(AgentCommands, ReviewCommands, DelegationCommands):
     """laneboard's operations and reads over one ledger file.
 
     `actor` is written into the journal with every change (cli, tui, hook); `runtime` is the
@@ -216,6 +218,7 @@ class Service(AgentCommands, ReviewCommands):
         *,
         base: str | None = None,
         target: str | None = None,
+        parent: str | None = None,
         start: bool = False,
         agent: str | None = None,
         command: list[str] | None = None,
@@ -223,6 +226,7 @@ class Service(AgentCommands, ReviewCommands):
         on_wait: OnWait = None,
         on_output: OnOutput = None,
         cancel: Cancel | None = None,
+        retry_of: str | None = None,
     ) -> Outcome:
         """Provision task `name` to be integrated into `target` (default: the repo's
         integration branch, DESIGN.md section 7) from `base` (default: the target's tip, else
@@ -230,31 +234,129 @@ class Service(AgentCommands, ReviewCommands):
         registering the repo if needed, but only once the name, base, target and agent are
         valid: a refused `new` changes nothing. With `start`, its agent starts too (or the task
         is queued when `agents.max_running` run already). `on_wait` hears when it waits for a
-        lane, `on_output` receives the setup command's output as it comes."""
+        lane, `on_output` receives the setup command's output as it comes.
+
+        With `parent` (a task id, or a name in the repository of `where`), the task is that
+        task's child, in the parent's repository: its base is the parent's HEAD commit now
+        (resolved once, pinned; the parent's uncommitted files are not copied, and the notes
+        name them) and its target the parent's branch, unless `base`/`target` say otherwise.
+        Refused beyond `delegation.max_depth` and `delegation.max_children`."""
         from laneboard.core.operations import agents, provision
 
+        below: Task | None = None
+        notes: list[str] = []
+        if parent is not None:
+            below = self._parent(where, parent)
+            where = Path(below.worktree_path)
         paths = discover(where)
         settings = load_settings(paths.root)
         branch_for(settings.branch_prefix, name)
         if start:
             agents.choose(settings, agent, command)  # refused before anything is created
+        if below is not None:
+            depth = self.depth(below) + 1
+            if depth > settings.delegation.max_depth:
+                raise LaneboardError(
+                    f"{below.name} is at depth {depth - 1}; `delegation.max_depth` "
+                    f"({settings.delegation.max_depth}) allows no child below it"
+                )
+            target = target or below.branch
+            if base is None:
+                base, notes = self._parent_head(below)
         target = target_branch(GitRepo(paths), settings.target, target, paths.root)
         if base is None and target is not None:
             base = f"refs/heads/{target}"
         base_sha = resolve_at(where, base or "HEAD")
         ctx = self._open(where, register=True, on_wait=on_wait, cancel=cancel, on_output=on_output)
+        requested = {"start": start, "agent": agent, "command": command, "prompt": prompt}
+        more = {"requested": requested, **({"retry_of": retry_of} if retry_of else {})}
         task = provision.provision(
-            ctx, self._ledger(), name, base or "HEAD", base_sha, self.actor, target=target
-        )
+            ctx, self._ledger(), name, base or "HEAD", base_sha, self.actor, target=target,
+            parent=below, more=more,
+        )  # fmt: skip
         if not start:
-            return Outcome(task, ctx.repo)
+            return Outcome(task, ctx.repo, notes=tuple(notes))
         try:
-            return self._configure_and_start(ctx, task, agent, command, prompt)
+            done = self._configure_and_start(ctx, task, agent, command, prompt)
         except LaneboardError as err:
+            now = self._ledger().task(task.id)
+            if not now.live:
+                raise LaneboardError(
+                    f"{name}: {now.state.value} before its agent started"
+                ) from None
+            if now.state is TaskState.RETAINED and self._ledger().last_event(
+                now.id, "cancel.answered"
+            ):
+                raise LaneboardError(
+                    f"{name}: cancelled just after its agent started; {now.worktree_path} and "
+                    f"{now.branch} are kept (retained)"
+                ) from None
             raise LaneboardError(
                 f"{name}: provisioned at {task.worktree_path}, but its agent did not start: "
                 f"{err} (`laneboard start {name}` tries again)"
             ) from None
+        return Outcome(done.task, done.repo, notes=tuple(notes))
+
+    def retry(self, where: Path | str | int, task: str, **options: Any) -> Outcome:
+        """Provision a failed (or cancelled) task again, as a new task of the same name with
+        the same parent, base SHA, target, agent and prompt; the first try's task and journal
+        stay as they were. `options` are `new`'s (`on_wait`, `on_output`, `start`)."""
+        from laneboard.core.domain.models import TaskState
+        from laneboard.core.operations.provision import intent
+
+        found = self.resolve(where, task)
+        if found.state not in (TaskState.FAILED, TaskState.CANCELLED):
+            raise LaneboardError(
+                f"{found.name} is {found.state.value}; `retry` is for a task whose provisioning "
+                "failed or was cancelled"
+            )
+        asked = dict(intent(self._ledger(), found).get("requested") or {})
+        repo = self._ledger().repo(found.repo_id)
+        return self.new(
+            Path(repo.root),
+            found.name,
+            base=found.base_sha,
+            target=found.target,
+            parent=found.parent_id,
+            agent=asked.get("agent"),
+            command=asked.get("command"),
+            prompt=asked.get("prompt"),
+            start=bool(options.pop("start", asked.get("start", False))),
+            retry_of=found.id,
+            **options,
+        )
+
+    def _parent(self, where: Path, ref: str) -> Task:
+        """The live task a child is spawned from, its worktree verified (the child starts at
+        its HEAD: a forged worktree must not choose that commit)."""
+        found = self.resolve(where, ref)
+        if not found.live:
+            raise LaneboardError(f"parent {found.name} is {found.state.value}; it has retired")
+        ctx = self._open(found.repo_id)
+        verdict = ctx.verify(found)
+        if not verdict.ok:
+            raise LaneboardError(f"parent {found.name}: its worktree fails verification: {verdict}")
+        return found
+
+    def _parent_head(self, parent: Task) -> tuple[str, list[str]]:
+        """The parent's HEAD commit now, and a note naming its uncommitted files (which the
+        child does not get)."""
+        from laneboard.core.adapters.git import status
+
+        facts = status(Path(parent.worktree_path))
+        if facts.head is None:
+            raise LaneboardError(f"parent {parent.name} has no commit checked out")
+        pending = facts.staged + facts.unstaged + facts.conflicted + facts.untracked
+        notes: list[str] = []
+        if pending:
+            shown = ", ".join(sorted(set(pending))[:10]) + (
+                ", ..." if len(set(pending)) > 10 else ""
+            )
+            notes.append(
+                f"{parent.name} has {len(set(pending))} uncommitted file(s) the child does not get "
+                f"(it starts at {facts.head[:12]}): {shown}"
+            )
+        return facts.head, notes
 
     def retain(self, where: RepoRef, task: str) -> Outcome:
         """Stop the task's agent, keep its worktree and branch. A task retained already is left
@@ -532,6 +634,16 @@ class Service(AgentCommands, ReviewCommands):
         return BoardSnapshot(
             at=time.time(), slots=store.slots, used=used, repos=tuple(boards), cursor=cursor
         )
+
+    @staticmethod
+    def state_root() -> Path:
+        """laneboard's state directory (the ledger, logs, event files)."""
+        return state_dir()
+
+    def change_dirs(self) -> tuple[str, str]:
+        """The directories every change of a task's state writes into: the ledger's (its WAL)
+        and the agents' event files'. What a waiter watches."""
+        return str(self.ledger_path.parent), str(state_dir() / "events")
 
     def watched(self) -> WatchSet:
         """What the board watches for changes: the ledger's directory, the agents' event files,

@@ -11,13 +11,14 @@ from typing import Literal
 
 from laneboard.core.domain.values import value
 
-ArgKind = Literal["positional", "optional-positional", "flag", "option", "rest"]
+ArgKind = Literal["positional", "optional-positional", "many", "flag", "option", "rest"]
 
 
 @value
 class Arg:
-    """One argument: a positional (`name`), an optional positional, a flag (`--force`), an
-    option with a value (`--base REF`), or the rest of the line (`-- CMD ...`)."""
+    """One argument: a positional (`name`), an optional positional, one or more positionals
+    (`many`), a flag (`--force`), an option with a value (`--base REF`), or the rest of the line
+    (`-- CMD ...`)."""
 
     name: str
     help: str
@@ -87,11 +88,63 @@ COMMANDS: tuple[Command, ...] = (
                 "option",
                 "BRANCH",
             ),
+            Arg(
+                "--parent",
+                "make it a child of this task: it starts at the parent's HEAD commit and targets "
+                "the parent's branch (default inside a task's pane: that task)",
+                "option",
+                "TASK",
+            ),
+            Arg("--no-parent", "a top-level task, even inside a task's pane", "flag"),
             *AGENT_ARGS,
             Arg("--no-start", "provision only; start no agent", "flag"),
         ),
         key="n",
         palette="New task",
+    ),
+    Command(
+        "wait",
+        "wait until tasks finish (ready for review, failed, cancelled); print their records",
+        (
+            Arg("names", "the tasks (names, ids or id prefixes)", "many"),
+            Arg("--any", "return when the first one finishes", "flag", dest="any_"),
+            Arg("--timeout", "give up waiting (exit 75)", "option", "SECONDS", number=True),
+        ),
+    ),
+    Command(
+        "cancel",
+        "cancel a task: before its agent starts, remove exactly what it created; after, stop "
+        "the agent and keep everything",
+        (
+            TASK,
+            Arg(
+                "--children",
+                "its live children: keep (default) or cancel them too",
+                "option",
+                "keep|cancel",
+            ),
+        ),
+        key="c",
+        palette="Cancel task",
+    ),
+    Command(
+        "retry",
+        "provision a failed or cancelled task again (same parent, base SHA, target and agent)",
+        (TASK, Arg("--no-start", "provision only; start no agent", "flag")),
+        palette="Retry task",
+    ),
+    Command(
+        "mcp",
+        "serve laneboard's delegation tools over the Model Context Protocol (stdio)",
+        (
+            Arg(
+                "--task",
+                "the task whose subtree it serves (default: $LANEBOARD_TASK)",
+                "option",
+                "ID",
+            ),
+        ),
+        json=False,
     ),
     Command(
         "start",
@@ -153,6 +206,8 @@ COMMANDS: tuple[Command, ...] = (
         (
             Arg("--task", "the task's id (default: $LANEBOARD_TASK)", "option", "ID"),
             Arg("--state", "working, waiting, idle or done", "option", "STATE"),
+            Arg("--check", "a check it ran on its work: NAME=pass or NAME=fail", "option", "CHECK"),
+            Arg("--message", "its summary of the work, for the parent", "option", "TEXT"),
         ),
         json=False,
     ),
@@ -174,7 +229,10 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "ls",
         "list tasks: state, what their agent does, what their worktree holds, their lane",
-        (Arg("--all", "include retired tasks", "flag"),),
+        (
+            Arg("--all", "include retired tasks", "flag"),
+            Arg("--children", "only the tasks below this one", "option", "TASK"),
+        ),
     ),
     Command(
         "show",

@@ -17,7 +17,12 @@ from textual.widgets import Input
 from laneboard.core.domain.attention import Attention
 from laneboard.tui.board.app import BoardApp
 from laneboard.tui.board.review import ReviewScreen
-from laneboard.tui.board.screens import DiscardScreen, FinalizeScreen, NewTaskScreen
+from laneboard.tui.board.screens import (
+    CancelScreen,
+    DiscardScreen,
+    FinalizeScreen,
+    NewTaskScreen,
+)
 from tests.conftest import REPO_ROOT, git, is_ancestor
 from tests.tui.pilot import DEADLINE, agent_of, idle_and_selected, laneboard, row, select, until
 
@@ -136,6 +141,25 @@ async def test_retain_stops_the_agent_and_keeps_everything(board, repo: Path) ->
         await pilot.press("r")
         await until(pilot, lambda: row(app, "t").view.task.state.value == "retained", "retained")
     assert (repo / ".worktrees" / "t").is_dir()
+
+
+async def test_children_sit_under_their_parent_and_cancel_asks_about_them(
+    board, repo: Path
+) -> None:
+    assert laneboard("new", "p", "--no-start", cwd=repo).returncode == 0
+    assert laneboard("new", "c", "--parent", "p", "--no-start", cwd=repo).returncode == 0
+    async with board() as (app, pilot):
+        await until(pilot, lambda: row(app, "c"), "the child's row")
+        shown = [r.cells["name"] for r in app.table.rows]
+        assert shown.index("└ c") == shown.index("p") + 1
+        await select(app, pilot, "p")
+        await pilot.press("c")
+        await until(pilot, lambda: isinstance(app.screen, CancelScreen), "the cancel dialog")
+        assert "c" in app.screen.below  # type: ignore[attr-defined]
+        await pilot.press("enter")  # keep the children
+        await until(pilot, lambda: row(app, "p") is None, "the parent cancelled")
+        assert row(app, "c") is not None
+    assert not (repo / ".worktrees" / "p").exists() and (repo / ".worktrees" / "c").is_dir()
 
 
 async def test_discard_is_refused_while_the_agent_runs_and_forced_only_by_the_typed_name(

@@ -31,6 +31,7 @@ from textual.widgets import Footer, Static
 from laneboard.core.domain.attention import Attention, counts
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.models import TaskState
+from laneboard.core.domain.values import replace
 from laneboard.core.domain.views import RepoBoard
 from laneboard.core.service.commands import COMMANDS
 from laneboard.themes import DEFAULT, register
@@ -38,6 +39,7 @@ from laneboard.themes import names as theme_names
 from laneboard.tui.board.feed import Feed, Update
 from laneboard.tui.board.rows import Filter, Row, arrange, rows
 from laneboard.tui.board.screens import (
+    CancelScreen,
     DiscardScreen,
     FilterScreen,
     Finalize,
@@ -513,8 +515,27 @@ class BoardApp(App[None]):
             self._review(row)
         elif name == "discard":
             self._ask_discard(row)
+        elif name == "cancel":
+            self._ask_cancel(row)
+        elif name == "retry":
+            self._act("retry", row, lambda c: service.retry(*ref, cancel=c), "retried")
         elif name == "finalize":
             self.push_screen(FinalizeScreen(task), lambda got: self._finalize(row, got))
+
+    def _ask_cancel(self, row: Row) -> None:
+        service, task = self.service, row.view.task
+        below = [t.name for t in service.descendants(task, include_retired=False)]
+
+        def chosen(children: object) -> None:
+            if children == "keep" or children == "cancel":
+
+                def call(_cancel: Any) -> Any:
+                    done = service.cancel(row.repo_id, row.task_id, children=children)
+                    return replace(done, notes=(f"now {done.task.state.value}", *done.notes))
+
+                self._act("cancel", row, call, "done")
+
+        self.push_screen(CancelScreen(task, below), chosen)
 
     def _act(self, label: str, row: Row | None, call: Callable[[Any], Any], done: str) -> None:
         from laneboard.core.service.app import Cancel

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from laneboard.core.domain.agents import AgentState
 from laneboard.core.domain.attention import Attention, attention
@@ -240,6 +240,40 @@ class Filter:
 
 
 def arrange(all_rows: Iterable[Row], keep: Filter, *, needs_first: bool = True) -> list[Row]:
-    """The rows `keep` lets through, needs-you first (or in board order)."""
+    """The rows `keep` lets through, needs-you first (or in board order), each child right
+    under its parent (`as_tree`)."""
     kept = [row for row in all_rows if keep.keeps(row)]
-    return sorted(kept, key=Row.key) if needs_first else kept
+    return as_tree(sorted(kept, key=Row.key) if needs_first else kept)
+
+
+def as_tree(ordered: list[Row]) -> list[Row]:
+    """`ordered` with every child right under its parent, its name indented (`└ `). A family
+    sits where its first member in `ordered` sat (a child that needs you lifts its parent's
+    family), siblings keep their order; a child whose parent is not shown stands alone."""
+    place = {row.task_id: n for n, row in enumerate(ordered)}
+    below: dict[str | None, list[Row]] = {}
+    for row in ordered:
+        parent = row.view.task.parent_id
+        below.setdefault(parent if parent in place else None, []).append(row)
+    first: dict[str, int] = {}
+
+    def earliest(row: Row) -> int:
+        if row.task_id not in first:
+            first[row.task_id] = min(
+                [place[row.task_id], *(earliest(c) for c in below.get(row.task_id, []))]
+            )
+        return first[row.task_id]
+
+    result: list[Row] = []
+
+    def visit(row: Row, depth: int) -> None:
+        if depth:
+            indented = "  " * (depth - 1) + "└ " + row.name
+            row = replace(row, cells={**row.cells, "name": indented})
+        result.append(row)
+        for child in sorted(below.get(row.task_id, []), key=earliest):
+            visit(child, depth + 1)
+
+    for root in sorted(below.get(None, []), key=earliest):
+        visit(root, 0)
+    return result

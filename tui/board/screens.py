@@ -277,6 +277,42 @@ class FinalizeScreen(Dialog):
         )
 
 
+class CancelScreen(Dialog):
+    """Cancel a task: before its agent started, what it created is removed; after, its agent
+    stops and everything is kept. A task with live children asks what becomes of them (enter:
+    keep them)."""
+
+    AUTO_FOCUS = "#keep"
+
+    def __init__(self, task: Task, children: list[str]) -> None:
+        super().__init__()
+        self.task_ = task
+        self.below = children
+
+    def compose(self) -> ComposeResult:
+        task = self.task_
+        with Box(classes="box"):
+            yield Label(f"Cancel {task.name} ({task.state.value})", classes="title", markup=False)
+            yield Label(
+                "No agent has started: its worktree and branch are removed (anything written "
+                "there is saved in a snapshot first)."
+                if task.state.value in ("provisioning", "provisioned", "queued")
+                else "Its agent stops; worktree and branch are kept (retained).",
+                markup=False,
+            )
+            if self.below:
+                yield Label(f"Its live children: {', '.join(self.below)}", markup=False)
+            with Horizontal():
+                keep = "Cancel, keep children" if self.below else "Cancel task"
+                yield Button(keep, variant="error", id="keep", compact=True)
+                if self.below:
+                    yield Button("Cancel children too", id="cancel", compact=True)
+                yield Button("Back", id="back", compact=True)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss({"keep": "keep", "cancel": "cancel"}.get(event.button.id or ""))
+
+
 class FilterScreen(Dialog):
     """Narrow the board by text, repository and needs-you."""
 

@@ -1,0 +1,184 @@
+"""Cancelling a task (`laneboard cancel`): undo a task whose agent never started, keep one
+whose agent did.
+
+The line between the two is the handoff: the start's own transition to `running`, journalled
+in the same transaction as the `agent.started` event that says `ownership: agent`
+(`operations.agents.start`). The start launches and records under the machine's agents lock,
+and a cancel decides under the same lock, so a cancel sees either a task no agent ever ran in
+(it moves it to `cancelling` by compare-and-swap, which a later start refuses) or one an agent
+owns (it stops the agent and keeps worktree and branch, `retained`). A live pane laneboard
+launched for the task that the ledger does not record (the start was killed between launch and
+record) counts as a started agent: its files are kept.
+
+A task still `provisioning` belongs to the process provisioning it: a cancel asks
+(`cancel.requested` in the journal), and that process stops at its next step or within a
+quarter second of its setup command, and rolls back to `cancelled`. When that process is dead,
+the cancel finishes the rollback itself, as `doctor --fix` would.
+
+Removal is the rollback of provisioning (`operations.rollback`): exactly what the task created
+goes, anything someone wrote there is saved in a snapshot first, and a worktree that anything
+`discard` would refuse for and a snapshot cannot save (a process inside, a non-rebuildable
+ignored file) is not removed: the cancel is refused and nothing changes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from laneboard.core.adapters import faults, locks, procs
+from laneboard.core.adapters.ledger import Ledger
+from laneboard.core.adapters.repo import RepoContext
+from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.models import Actor, Task, TaskState
+from laneboard.core.domain.runtime import Runtime
+
+REQUESTED = "cancel.requested"
+ANSWERED = "cancel.answered"
+NOT_STARTED = (TaskState.PROVISIONED, TaskState.QUEUED)
+"""States of a task whose worktree no agent has been handed yet."""
+STARTED = (
+    TaskState.RUNNING,
+    TaskState.PAUSED,
+    TaskState.READY_FOR_REVIEW,
+    TaskState.REVISING,
+)
+"""States of a task whose agent started: a cancel keeps everything."""
+WAIT_STEP = 0.1
+"""How often a cancel looks whether the provisioning process has stopped."""
+
+
+class CancelRequested(LaneboardError):
+    """Provisioning stopped because the task was cancelled."""
+
+
+def cancel_requested(ledger: Ledger, task_id: str) -> bool:
+    """A cancel asked for this task and was not answered yet."""
+    return ledger.pending(task_id, REQUESTED, ANSWERED)
+
+
+def check(ledger: Ledger, task: Task) -> None:
+    """Stop here (raise `CancelRequested`) when the task has been cancelled."""
+    if cancel_requested(ledger, task.id):
+        raise CancelRequested(f"{task.name} was cancelled")
+
+
+def stop_check(ledger: Ledger, task: Task) -> Callable[[], bool]:
+    """What a long step (the setup command) polls: the task has been cancelled."""
+    return lambda: cancel_requested(ledger, task.id)
+
+
+def cancel(
+    ctx: RepoContext,
+    ledger: Ledger,
+    runtime: Runtime,
+    task: Task,
+    actor: Actor,
+    *,
+    timeout: float | None = None,
+) -> Task:
+    """Cancel `task`: `cancelled` with exactly its creations removed when no agent has started,
+    `retained` with everything kept when one has. Returns the task as it ends; a task already
+    retained, or retired, is returned as it is. `timeout` bounds the wait for a provisioning
+    process to stop (None: as long as it lives)."""
+    end = None if timeout is None else time.monotonic() + timeout
+    while True:
+        with locks.held("agents"):
+            now = ledger.task(task.id)
+            if now.state in NOT_STARTED:
+                if _unrecorded_agent(runtime, now):
+                    return _keep(ledger, runtime, now, actor, "an agent was launched for it")
+                _refuse_unsafe(ctx, ledger, now, runtime)
+                now = ledger.update_task(
+                    now.id,
+                    actor=actor,
+                    kind="cancel.intent",
+                    data={"path": now.worktree_path, "branch": now.branch},
+                    state=TaskState.CANCELLING,
+                    expect=now.state,
+                )
+            elif now.state in STARTED:
+                return _keep(ledger, runtime, now, actor, "its agent had started")
+        if now.state is TaskState.CANCELLING:
+            faults.checkpoint("cancel.after_intent")
+            return undo(ctx, ledger, now, actor)
+        if now.state is not TaskState.PROVISIONING:
+            return now  # retained already, or retired: nothing to cancel
+        if not cancel_requested(ledger, now.id):
+            ledger.append_event(now.id, now.repo_id, REQUESTED, actor, {})
+        if now.owner_pid is None or not procs.alive(now.owner_pid, now.owner_start):
+            _take_over_provisioning(ctx, ledger, now, actor)
+            continue
+        if end is not None and time.monotonic() > end:
+            raise LaneboardError(
+                f"{now.name}: cancel asked; process {now.owner_pid} is still provisioning it and "
+                "will roll it back at its next step"
+            )
+        time.sleep(WAIT_STEP)  # the owner stops at its next step or setup tick
+
+
+def undo(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> Task:
+    """Remove exactly what the `cancelling` task created and mark it cancelled (the cancel's
+    own second half, and what `doctor --fix` runs for a cancel that was interrupted)."""
+    from laneboard.core.operations.provision import adopt_leftover_worktree
+    from laneboard.core.operations.rollback import rollback
+
+    task = adopt_leftover_worktree(ctx, ledger, task, actor)
+    return rollback(
+        ctx, ledger, task, reason="cancelled", actor=actor, force=True, final=TaskState.CANCELLED
+    )
+
+
+def _unrecorded_agent(runtime: Runtime, task: Task) -> bool:
+    from laneboard.core.operations.agents import unrecorded_panes
+
+    return bool(unrecorded_panes(runtime.snapshot(), task))
+
+
+def _keep(ledger: Ledger, runtime: Runtime, task: Task, actor: Actor, why: str) -> Task:
+    """An agent has (or may have) worked in the task: stop it, keep every file (`retained`).
+    Called under the agents lock."""
+    from laneboard.core.operations.agents import unrecorded_panes
+    from laneboard.core.operations.discard import _retain
+
+    for seen in unrecorded_panes(runtime.snapshot(), task):
+        runtime.stop(seen.ref, timeout=5.0)
+    ledger.append_event(task.id, task.repo_id, ANSWERED, actor, {"kept": True, "why": why})
+    return _retain(ledger, task, runtime, actor)
+
+
+def _refuse_unsafe(ctx: RepoContext, ledger: Ledger, task: Task, runtime: Runtime) -> None:
+    """What removal must not go past even with a snapshot (a process inside, an ignored file
+    that is not a cache): refuse the cancel, change nothing."""
+    from laneboard.core.domain.cleanup import BlockerKind
+    from laneboard.core.operations import discard
+
+    decision = discard.preview(ctx, ledger, task, runtime)
+    hard = [b for b in decision.blockers if not b.lifted_by_snapshot]
+    hard = [b for b in hard if b.kind is not BlockerKind.AGENT or _agent_alive(runtime, task)]
+    if hard:
+        raise LaneboardError(
+            f"{task.name}: not cancelled: "
+            + "; ".join(str(b) for b in hard)
+            + f" (`laneboard discard {task.name}` says what it would do)",
+        )
+
+
+def _agent_alive(runtime: Runtime, task: Task) -> bool:
+    from laneboard.core.domain.runtime import pane_of, pane_state
+
+    seen = pane_state(runtime, pane_of(task))
+    return seen is not None and seen.alive
+
+
+def _take_over_provisioning(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> None:
+    """The provisioning process is gone: claim the task and undo what is provably its own, as
+    `doctor --fix` does with a cancel asked; refused when that cannot be done."""
+    from laneboard.core.adapters.git import worktree_list
+    from laneboard.core.operations.doctor import _by_path, _interrupted_provisioning
+
+    entries = _by_path(worktree_list(ctx.root))
+    found = _interrupted_provisioning(ctx, ledger, task, entries, True, actor)
+    now = ledger.task(task.id)
+    if now.state is TaskState.PROVISIONING:
+        raise LaneboardError(f"{task.name}: not cancelled: {found.fixed or found.detail}")

@@ -1,0 +1,200 @@
+"""The service's delegation commands: a task's children, their completion records, waiting for
+them, cancelling and retrying (DESIGN.md section 10; docs/delegation.md).
+
+A mixin of `Service`, like the agent and review commands. A child is an ordinary task with a
+`parent_id` (`Service.new(parent=...)` makes one): the same provisioning, lanes, queue and
+confinement. Nothing here merges, pushes or removes a child's work, except `cancel` of a child
+whose agent never started, which removes exactly what provisioning created (`operations.cancel`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from laneboard.core.adapters.leases import Cancel, Cancelled
+from laneboard.core.domain.errors import LaneboardError, WaitTimeout
+from laneboard.core.domain.models import Actor, Task
+from laneboard.core.domain.runtime import Runtime
+from laneboard.core.domain.views import Completion, Outcome
+
+if TYPE_CHECKING:
+    from laneboard.core.adapters.ledger import Ledger
+    from laneboard.core.adapters.repo import RepoContext
+
+CHECK_RESULTS = ("pass", "fail")
+Wake = Callable[[float], None]
+"""Blocks until something may have changed (the ledger or an agent's event file was written)
+or the given seconds have passed. The command line passes one that watches those files."""
+OBSERVE = 5.0
+"""At most this long between looks while waiting: an agent whose only sign of being done is
+its screen writes no file."""
+MAX_DEPTH_WALK = 64
+
+
+class DelegationCommands:
+    """Delegation commands over the service's ledger and runtime (mixed into `Service`)."""
+
+    actor: Actor
+
+    if TYPE_CHECKING:
+
+        @property
+        def runtime(self) -> Runtime: ...
+
+        def _ledger(self) -> Ledger: ...
+        def _open(self, where: Path | str | int) -> RepoContext: ...
+        def _find(self, ctx: RepoContext, ref: str) -> Task: ...
+        def _live(self, ctx: RepoContext, ref: str) -> Task: ...
+        def reconcile(self, *, record: bool = False) -> list[Task]: ...
+
+    # --- the tree ------------------------------------------------------------------------------
+
+    def task_by_id(self, task_id: str) -> Task:
+        """A task by its full id, in whichever repository it is (what `LANEBOARD_TASK` holds)."""
+        return self._ledger().task(task_id)
+
+    def resolve(self, where: Path | str | int, ref: str) -> Task:
+        """The task `ref` names: a full task id anywhere, else a name or id prefix in the
+        repository of `where`."""
+        ledger = self._ledger()
+        try:
+            return ledger.task(ref)
+        except LaneboardError:
+            return self._find(self._open(where), ref)
+
+    def depth(self, task: Task) -> int:
+        """How many parents above `task` (a top-level task is 0)."""
+        ledger, depth, at = self._ledger(), 0, task
+        while at.parent_id is not None and depth < MAX_DEPTH_WALK:
+            at = ledger.task(at.parent_id)
+            depth += 1
+        return depth
+
+    def children(self, task: Task, *, include_retired: bool = True) -> list[Task]:
+        return self._ledger().children(task.id, include_retired=include_retired)
+
+    def descendants(self, task: Task, *, include_retired: bool = True) -> list[Task]:
+        """Every task below `task`, each parent before its children."""
+        found: list[Task] = []
+        todo = [task]
+        while todo:
+            below = self.children(todo.pop(0), include_retired=include_retired)
+            found += below
+            todo += below
+        return found
+
+    def within(self, root: Task, task: Task) -> bool:
+        """`task` is `root` or below it (the scope of a child's MCP server)."""
+        ledger, at, steps = self._ledger(), task, 0
+        while steps <= MAX_DEPTH_WALK:
+            if at.id == root.id:
+                return True
+            if at.parent_id is None:
+                return False
+            at = ledger.task(at.parent_id)
+            steps += 1
+        return False
+
+    # --- what children report ------------------------------------------------------------------
+
+    def report_check(self, task_id: str, name: str, result: str) -> None:
+        """A check the task ran on its own work (`signal --check NAME=pass|fail`): journalled,
+        and shown in its completion record (the newest result per name)."""
+        if result not in CHECK_RESULTS:
+            raise LaneboardError(f"check {name!r}: the result is pass or fail, not {result!r}")
+        if not name or any(c.isspace() for c in name) or len(name) > 100:
+            raise LaneboardError(f"check name {name!r}: a word of up to 100 characters")
+        task = self._ledger().task(task_id)
+        self._ledger().append_event(
+            task.id, task.repo_id, "check.reported", self.actor, {"name": name, "result": result}
+        )
+
+    def report_message(self, task_id: str, text: str) -> None:
+        """The agent's summary of its work (`signal --message`), kept for its parent."""
+        task = self._ledger().task(task_id)
+        self._ledger().append_event(
+            task.id, task.repo_id, "agent.message", self.actor, {"text": text[:20000]}
+        )
+
+    def completion(self, task: Task) -> Completion:
+        """The task's completion record now (read only)."""
+        from laneboard.core.operations.completion import completion
+
+        ctx = self._open(task.repo_id)
+        return completion(ctx, self._ledger(), self.runtime, self._ledger().task(task.id))
+
+    def wait(
+        self,
+        tasks: list[Task],
+        *,
+        any_: bool = False,
+        timeout: float | None = None,
+        wake: Wake | None = None,
+        cancel: Cancel | None = None,
+    ) -> list[Completion]:
+        """Block until every task in `tasks` is done (with `any_`, until one is), then return
+        the records of those that are done. Each round writes down what the agents did
+        (`reconcile`: an agent that exited makes its task ready for review), so no controller
+        needs to run. `wake` blocks until something changed; `timeout` gives up
+        (`WaitTimeout`, naming those still at work)."""
+        from laneboard.core.operations.completion import is_done
+
+        if not tasks:
+            raise LaneboardError("name at least one task to wait for")
+        ledger = self._ledger()
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self.reconcile()
+            now = [ledger.task(task.id) for task in tasks]
+            finished = [task for task in now if is_done(task)]
+            if (any_ and finished) or len(finished) == len(now):
+                return [self.completion(task) for task in finished]
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                busy = ", ".join(f"{t.name} ({t.state.value})" for t in now if not is_done(t))
+                raise WaitTimeout(f"still at work after {timeout:g}s: {busy}")
+            step = OBSERVE if left is None else min(OBSERVE, left)
+            if cancel is not None and cancel.cancelled:
+                raise Cancelled("waiting was cancelled")
+            (wake or time.sleep)(step)
+
+    # --- cancelling and retrying -----------------------------------------------------------
+
+    def cancel(
+        self,
+        where: Path | str | int,
+        task: str,
+        *,
+        children: Literal["keep", "cancel"] = "keep",
+        timeout: float | None = None,
+    ) -> Outcome:
+        """Cancel a task: before its agent started, stop its provisioning or setup and remove
+        exactly what it created (`cancelled`); after, stop the agent and keep worktree and
+        branch (`retained`). Its live children are kept (`children="keep"`, named in the notes)
+        or cancelled first, deepest first."""
+        from laneboard.core.operations import cancel as cancelling
+
+        ledger = self._ledger()
+        found = self.resolve(where, task)
+        notes: list[str] = []
+        below = [t for t in self.descendants(found, include_retired=False) if t.live]
+        if children == "cancel":
+            for child in reversed(below):
+                ctx = self._open(child.repo_id)
+                ended = cancelling.cancel(
+                    ctx, ledger, self.runtime, child, self.actor, timeout=timeout
+                )
+                notes.append(f"{ended.name}: {ended.state.value}")
+        elif below:
+            names = ", ".join(t.name for t in below)
+            notes.append(f"kept its {len(below)} live descendants ({names}); --children cancel")
+        if not found.live:
+            return Outcome(found, self._open(found.repo_id).repo, changed=False, notes=tuple(notes))
+        ctx = self._open(found.repo_id)
+        before = found.state
+        ended = cancelling.cancel(ctx, ledger, self.runtime, found, self.actor, timeout=timeout)
+        self.reconcile()  # the slot it held may start a queued task
+        return Outcome(ended, ctx.repo, changed=ended.state is not before, notes=tuple(notes))

@@ -1,0 +1,219 @@
+"""Delegation without agents: children spawned from a parent's commit, the tree, the limits,
+cancelling before any agent started, retrying a failed setup, and doctor after a crash. Real
+git, real laneboard processes where a process must be held or killed."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import git
+from tests.procs import Spawned
+
+
+def doc(result: Any) -> dict[str, Any]:
+    assert result.code == 0, result.err
+    document: dict[str, Any] = json.loads(result.out)
+    return document
+
+
+def config(lines: str) -> None:
+    home = Path(os.environ["LANEBOARD_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(lines)
+
+
+def branches(repo: Path) -> set[str]:
+    return set(git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads").split())
+
+
+@pytest.fixture
+def parent(repo: Path, cli) -> dict[str, Any]:
+    """A parent task with one commit of its own."""
+    made = doc(cli("new", "p", "--no-start", "--json"))
+    work = Path(made["worktree_path"])
+    (work / "plan.md").write_text("the plan\n")
+    git(work, "add", "plan.md")
+    git(work, "commit", "-q", "-m", "plan")
+    return doc(cli("show", "p", "--json"))
+
+
+def test_a_child_starts_at_the_parents_commit_without_its_uncommitted_files(
+    repo: Path, cli, parent: dict[str, Any]
+) -> None:
+    work = Path(parent["worktree_path"])
+    head = git(work, "rev-parse", "HEAD")
+    (work / "README.md").write_text("edited, not committed\n")
+    (work / "scratch.txt").write_text("untracked\n")
+    made = cli("new", "c", "--parent", "p", "--no-start", "--json")
+    child = doc(made)
+    assert child["base_sha"] == head and child["parent_id"] == parent["id"]
+    assert child["target"] == parent["branch"]
+    assert "README.md" in made.err and "scratch.txt" in made.err and head[:12] in made.err
+    assert any("scratch.txt" in note for note in child["notes"])
+    inside = Path(child["worktree_path"])
+    assert git(inside, "rev-parse", "HEAD") == head
+    assert (inside / "plan.md").read_text() == "the plan\n"
+    assert (inside / "README.md").read_text() == "hello\n"
+    assert not (inside / "scratch.txt").exists()
+    assert (work / "README.md").read_text() == "edited, not committed\n"  # parent untouched
+    # The tree: `ls --children`, the indented `ls`, `show`'s parent and children lines.
+    listed = doc(cli("ls", "--children", "p", "--json"))
+    assert [t["name"] for t in listed["tasks"]] == ["c"]
+    table = cli("ls").out.splitlines()
+    assert [row.split()[0] for row in table[1:]] == ["p", "└─"]
+    assert "└─ c" in table[2]
+    assert "parent:" in cli("show", "c").out and "c (provisioned)" in cli("show", "p").out
+
+
+def test_the_pane_of_a_task_is_its_childrens_parent_unless_told_otherwise(
+    repo: Path, cli, parent: dict[str, Any]
+) -> None:
+    env = {"LANEBOARD_TASK": parent["id"]}
+    child = doc(cli("new", "c", "--no-start", "--json", env=env))
+    assert child["parent_id"] == parent["id"]
+    top = doc(cli("new", "t", "--no-parent", "--no-start", "--json", env=env))
+    assert top["parent_id"] is None
+    both = cli("new", "x", "--parent", "p", "--no-parent", "--no-start")
+    assert both.code == 2 and "not both" in both.err
+
+
+def test_max_children_and_max_depth_refuse_before_anything_is_made(
+    repo: Path, cli, parent: dict[str, Any]
+) -> None:
+    config("[delegation]\nmax_children = 2\nmax_depth = 2\n")
+    assert cli("new", "a", "--parent", "p", "--no-start").code == 0
+    assert cli("new", "b", "--parent", "p", "--no-start").code == 0
+    before = branches(repo)
+    third = cli("new", "c", "--parent", "p", "--no-start")
+    assert third.code == 1 and "max_children" in third.err and len(third.err.splitlines()) == 1
+    assert branches(repo) == before and not (repo / ".worktrees" / "c").exists()
+    assert cli("new", "a1", "--parent", "a", "--no-start").code == 0  # depth 2
+    deep = cli("new", "a2", "--parent", "a1", "--no-start")
+    assert deep.code == 1 and "max_depth" in deep.err
+    assert branches(repo) == before | {"lb/a1"}
+    # A child that retired frees its place.
+    assert cli("cancel", "b").code == 0
+    assert cli("new", "c", "--parent", "p", "--no-start").code == 0
+    bad = cli("new", "z", "--parent", "nobody", "--no-start")
+    assert bad.code == 1 and "nobody" in bad.err and "Traceback" not in bad.err
+
+
+def test_cancel_before_any_agent_removes_exactly_what_the_child_created(
+    repo: Path, cli, parent: dict[str, Any]
+) -> None:
+    git(repo, "branch", "lb/unrelated")
+    (repo / ".worktrees" / "keep-me").mkdir(parents=True)
+    child = doc(cli("new", "c", "--parent", "p", "--no-start", "--json"))
+    inside = Path(child["worktree_path"])
+    (inside / "notes.md").write_text("someone wrote here\n")
+    done = doc(cli("cancel", "c", "--json"))
+    assert done["state"] == "cancelled" and done["disposition"] == "cancelled"
+    assert not inside.exists() and "lb/c" not in branches(repo)
+    assert {"lb/unrelated", "lb/p", "main"} <= branches(repo)
+    assert (repo / ".worktrees" / "keep-me").is_dir()
+    assert Path(parent["worktree_path"], "plan.md").exists()
+    kinds = [e["kind"] for e in doc(cli("log", child["id"], "--json"))["events"]]
+    assert kinds.index("cancel.intent") < kinds.index("task.cancelled")
+    assert "snapshot.created" in kinds  # the file someone wrote was saved first
+    restored = doc(cli("restore", child["id"], "--as", "back", "--json"))
+    assert Path(restored["worktree_path"], "notes.md").read_text() == "someone wrote here\n"
+    again = doc(cli("cancel", child["id"], "--json"))
+    assert again["state"] == "cancelled"  # nothing more to do, said so
+
+
+def test_cancel_refuses_while_a_process_works_in_the_worktree(
+    repo: Path, cli, parent: dict[str, Any]
+) -> None:
+    import subprocess
+
+    child = doc(cli("new", "c", "--parent", "p", "--no-start", "--json"))
+    inside = Path(child["worktree_path"])
+    sleeper = subprocess.Popen(["sleep", "60"], cwd=inside)
+    try:
+        refused = cli("cancel", "c")
+        assert refused.code == 1 and "process inside" in refused.err
+        assert inside.is_dir() and doc(cli("show", "c", "--json"))["state"] == "provisioned"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_cancel_during_setup_stops_it_and_rolls_the_child_back(
+    repo: Path, cli, parent: dict[str, Any], tmp_path: Path
+) -> None:
+    marker = tmp_path / "setup-began"
+    config(f'[provision]\nsetup = "touch {marker}; exec sleep 60"\n')
+    spawning = Spawned(["new", "c", "--parent", "p", "--no-start"], repo)
+    try:
+        end = time.monotonic() + 30
+        while not marker.exists() and spawning.proc.poll() is None and time.monotonic() < end:
+            time.sleep(0.05)  # the setup's own file is the event; nothing else says it began
+        assert marker.exists(), "the setup never started"
+        done = doc(cli("cancel", "c", "--json"))
+        assert done["state"] == "cancelled"
+        assert spawning.wait() == 1
+        assert "cancelled" in spawning.proc.stderr.read().decode()  # type: ignore[union-attr]
+    finally:
+        spawning.close()
+    assert not (repo / ".worktrees" / "c").exists() and "lb/c" not in branches(repo)
+    kinds = [e["kind"] for e in doc(cli("log", done["id"], "--json"))["events"]]
+    assert "setup.started" in kinds and "cancel.requested" in kinds
+
+
+def test_a_cancel_interrupted_after_its_intent_is_finished_by_doctor(
+    repo: Path, cli, parent: dict[str, Any]
+) -> None:
+    child = doc(cli("new", "c", "--parent", "p", "--no-start", "--json"))
+    killed = cli("cancel", "c", env={"LANEBOARD_FAULT": "cancel.after_intent"})
+    assert killed.code != 0
+    assert doc(cli("show", "c", "--json"))["state"] == "cancelling"
+    started = cli("start", "c", "--cmd", "true")
+    assert started.code == 1  # no agent is handed a worktree that is being removed
+    report = cli("doctor", "--json")
+    assert report.code == 1
+    assert [f["kind"] for f in json.loads(report.out)["findings"]] == ["interrupted-cancel"]
+    fixed = doc(cli("doctor", "--fix", "--json"))["findings"][0]
+    assert fixed["fixed"] == "marked cancelled"
+    assert not Path(child["worktree_path"]).exists() and "lb/c" not in branches(repo)
+
+
+def test_a_child_killed_mid_setup_and_then_cancelled_is_undone_not_finished(
+    repo: Path, cli, parent: dict[str, Any]
+) -> None:
+    killed = cli(
+        "new", "c", "--parent", "p", "--no-start", env={"LANEBOARD_FAULT": "provision.after_copy"}
+    )
+    assert killed.code != 0
+    assert doc(cli("show", "c", "--json"))["state"] == "provisioning"
+    done = doc(cli("cancel", "c", "--json"))  # its owner is dead: the cancel undoes it
+    assert done["state"] == "cancelled"
+    assert not (repo / ".worktrees" / "c").exists() and "lb/c" not in branches(repo)
+
+
+def test_retry_provisions_a_failed_setup_again_from_the_same_commit(
+    repo: Path, cli, parent: dict[str, Any]
+) -> None:
+    config('[provision]\nsetup = "echo broken >&2; exit 3"\n')
+    failed = cli("new", "c", "--parent", "p", "--no-start")
+    assert failed.code == 1 and "exited with 3" in failed.err
+    first = doc(cli("show", "c", "--json"))
+    assert first["state"] == "failed"
+    # The parent moves on meanwhile: the retry still starts where the first try was pinned.
+    work = Path(parent["worktree_path"])
+    (work / "later.md").write_text("later\n")
+    git(work, "add", "later.md")
+    git(work, "commit", "-q", "-m", "later")
+    config('[provision]\nsetup = "true"\n')
+    again = doc(cli("retry", "c", "--json"))
+    assert again["id"] != first["id"] and again["state"] == "provisioned"
+    assert again["base_sha"] == first["base_sha"] and again["parent_id"] == parent["id"]
+    assert again["target"] == first["target"]
+    old = doc(cli("log", first["id"], "--json"))
+    assert "setup.failed" in [e["kind"] for e in old["events"]]  # the first try's record stays
+    assert cli("retry", "c").code == 1  # a provisioned task is not retried

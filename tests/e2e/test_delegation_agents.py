@@ -1,0 +1,204 @@
+"""Delegation with agents in real tmux panes: a coordinator that fans out children from its own
+pane, completion records that agree with git, checks flowing back, `wait`'s timeout and
+`--any`, cancelling after an agent started, and the late cancel at the handoff, hit on purpose
+on both sides (`agent.before_handoff`, `agent.after_handoff`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO_ROOT, git
+from tests.procs import Spawned
+
+pytestmark = pytest.mark.tmux
+
+WORKER = shlex.join([sys.executable, str(REPO_ROOT / "tests" / "fakes" / "worker.py")])
+
+
+def doc(result: Any) -> dict[str, Any]:
+    assert result.code == 0, result.err
+    document: dict[str, Any] = json.loads(result.out)
+    return document
+
+
+def eventually(check: Any, what: str, deadline: float = 30.0, on_fail: Any = None) -> Any:
+    end = time.monotonic() + deadline
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > end:
+            seen = on_fail() if on_fail is not None else found
+            raise AssertionError(f"{what}: not within {deadline}s: {seen}")
+        time.sleep(0.05)
+
+
+def spawn(cli, name: str, steps: str, *extra: str) -> dict[str, Any]:
+    return doc(cli("new", name, "--cmd", WORKER, "--prompt", steps, *extra, "--json"))
+
+
+def test_a_coordinator_fans_out_three_children_from_its_pane_and_collects_their_records(
+    repo: Path, cli, agents, server
+) -> None:
+    steps = " ;; ".join(
+        [
+            *(
+                f"spawn c{i} write c{i}.txt from c{i} ; commit c{i} work ; check unit pass ; "
+                f"say c{i} finished ; exit 0"
+                for i in (1, 2, 3)
+            ),
+            "wait records.json c1 c2 c3",
+            "exit 0",
+        ]
+    )
+    coordinator = spawn(cli, "coord", steps)
+    # Confined, its pane cannot create worktrees: its `laneboard new` runs outside the sandbox.
+    assert coordinator["confined"] is True, coordinator["confine_note"]
+    records = Path(coordinator["worktree_path"]) / "records.json"
+    pane = coordinator["pane"]["pane_id"]
+    eventually(
+        lambda: Path(str(records) + ".code").exists(),
+        "the coordinator's wait",
+        on_fail=lambda: "\n".join(server.cmd("capture-pane", "-p", "-t", pane).stdout),
+    )
+    assert Path(str(records) + ".code").read_text() == "0", records.read_text()
+    got = json.loads(records.read_text())
+    assert [c["name"] for c in got["completions"]] == ["c1", "c2", "c3"] and not got["pending"]
+    for record in got["completions"]:
+        assert record["parent_id"] == coordinator["id"] and record["state"] == "ready_for_review"
+        work = Path(record["worktree_path"])
+        assert record["head_sha"] == git(work, "rev-parse", "HEAD")
+        assert record["base_sha"] == coordinator["base_sha"]
+        assert record["ahead"] == int(
+            git(work, "rev-list", "--count", f"{record['base_sha']}..HEAD")
+        )
+        name = record["name"]
+        assert record["files"] == [  # {record}
+
+            {"path": f"{name}.txt", "status": "added", "old_path": None, "added": 1,
+             "removed": 0, "binary": False}
+        ]  # fmt: skip
+        assert record["worktree"]["clean"] and record["exit_code"] == 0
+        assert record["checks"][0]["name"] == "unit" and record["checks"][0]["result"] == "pass"
+        assert record["message"] == f"{name} finished"
+        assert record["target"] == "lb/coord" and record["pane"]["pane_id"].startswith("%")
+    # Nothing was merged: the coordinator's branch is where it was.
+    assert git(repo, "rev-parse", "lb/coord") == coordinator["base_sha"]
+    shown = doc(cli("show", "c2", "--json"))["completion"]
+    assert shown["head_sha"] == got["completions"][1]["head_sha"]
+    assert shown["checks"] == got["completions"][1]["checks"]
+    tree = cli("ls").out
+    assert "└─ c1" in tree and "└─ c3" in tree
+    assert not list((Path(os.environ["LANEBOARD_HOME"]) / "outside").iterdir())  # cleaned up
+
+
+def test_wait_times_out_naming_who_is_at_work_and_any_returns_the_first(
+    repo: Path, cli, agents, server
+) -> None:
+    doc(cli("new", "p", "--no-start", "--json"))
+    spawn(cli, "slow", "sleep 60", "--parent", "p")
+    spawn(cli, "quick", "check lint fail ;; exit 2", "--parent", "p")
+    first = doc(cli("wait", "slow", "quick", "--any", "--json"))
+    assert [c["name"] for c in first["completions"]] == ["quick"]
+    assert [t["name"] for t in first["pending"]] == ["slow"]
+    quick = first["completions"][0]
+    assert quick["exit_code"] == 2 and quick["checks"][0]["result"] == "fail"
+    timed = cli("wait", "slow", "--timeout", "0.5")
+    assert timed.code == 75 and "slow (running)" in timed.err
+
+
+def test_cancel_after_the_agent_started_keeps_every_file(repo: Path, cli, agents, server) -> None:
+    doc(cli("new", "p", "--no-start", "--json"))
+    child = spawn(
+        cli,
+        "c",
+        "write work.txt mine ;; commit wip ;; write loose.txt uncommitted",
+        "--parent",
+        "p",
+    )
+    work = Path(child["worktree_path"])
+    eventually(lambda: (work / "loose.txt").exists(), "the child's work")
+    tip = git(work, "rev-parse", "HEAD")
+    done = doc(cli("cancel", "c", "--json"))
+    assert done["state"] == "retained"
+    assert (work / "work.txt").read_text() == "mine\n"
+    assert (work / "loose.txt").read_text() == "uncommitted\n"
+    assert git(repo, "rev-parse", "lb/c") == tip
+    record = doc(cli("wait", "c", "--json"))["completions"][0]
+    assert record["state"] == "retained" and record["worktree"]["untracked"] == ["loose.txt"]
+
+
+@pytest.mark.parametrize("point", ["agent.before_handoff", "agent.after_handoff"])
+def test_a_late_cancel_at_the_handoff_never_removes_what_the_agent_owns(
+    repo: Path, cli, agents, server, pause, point: str
+) -> None:
+    doc(cli("new", "p", "--no-start", "--json"))
+    held = pause(point)
+    starting = Spawned(
+        ["new", "c", "--parent", "p", "--cmd", WORKER, "--prompt", "write mine.txt agent"],
+        repo,
+        held.env,
+    )
+    cancelling: Spawned | None = None
+    try:
+        held.reached()  # the agent's pane is up; the start holds the agents lock
+        cancelling = Spawned(["cancel", "c", "--json"], repo)
+        time.sleep(0.3)
+        assert cancelling.proc.poll() is None  # it waits for the start to decide
+        held.go()
+        code = starting.wait()
+        said = starting.proc.stderr.read().decode()  # type: ignore[union-attr]
+        assert code == 0 or "cancelled just after its agent started" in said, said
+        assert cancelling.wait() == 0
+        assert json.loads(cancelling.proc.stdout.read())["state"] == "retained"  # type: ignore[union-attr]
+    finally:
+        starting.close()
+        if cancelling is not None:
+            cancelling.close()
+    work = repo / ".worktrees" / "c"
+    assert work.is_dir() and "lb/c" in git(repo, "branch", "--list", "lb/c")
+
+
+def test_a_start_killed_between_launch_and_record_counts_as_started(
+    repo: Path, cli, agents, server
+) -> None:
+    doc(cli("new", "p", "--no-start", "--json"))
+    killed = cli(
+        "new", "c", "--parent", "p", "--cmd", WORKER, "--prompt", "write mine.txt agent",
+        env={"LANEBOARD_FAULT": "agent.before_handoff"},
+    )  # fmt: skip
+    assert killed.code != 0
+    assert doc(cli("show", "c", "--json"))["state"] == "provisioned"  # the ledger never heard
+    work = repo / ".worktrees" / "c"
+    done = doc(cli("cancel", "c", "--json"))
+    assert done["state"] == "retained"  # its pane was found and stopped, its files kept
+    assert work.is_dir() and "lb/c" in git(repo, "branch", "--list", "lb/c")
+    panes = server.cmd("list-panes", "-a", "-F", "#{pane_dead} #{@laneboard_task}").stdout
+    assert not [line for line in panes if line.startswith("0 ") and done["id"] in line]
+
+
+def test_cancelling_a_parent_keeps_its_children_unless_told(
+    repo: Path, cli, agents, server
+) -> None:
+    doc(cli("new", "p", "--no-start", "--json"))
+    spawn(cli, "c1", "sleep 60", "--parent", "p")
+    doc(cli("new", "c2", "--parent", "p", "--no-start", "--json"))
+    kept = cli("cancel", "p", "--json")
+    assert doc(kept)["state"] == "cancelled" and "kept its 2 live descendants" in kept.err
+    assert doc(cli("show", "c1", "--json"))["state"] == "running"
+    doc(cli("new", "q", "--no-start", "--json"))
+    spawn(cli, "d1", "sleep 60", "--parent", "q")
+    doc(cli("new", "d2", "--parent", "q", "--no-start", "--json"))
+    both = doc(cli("cancel", "q", "--children", "cancel", "--json"))
+    assert both["state"] == "cancelled"
+    assert doc(cli("show", "d1", "--json"))["state"] == "retained"
+    assert doc(cli("show", "d2", "--json"))["state"] == "cancelled"
+    assert (repo / ".worktrees" / "d1").is_dir() and not (repo / ".worktrees" / "d2").exists()

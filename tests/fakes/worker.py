@@ -1,0 +1,85 @@
+"""A stand-in for a coding agent that works and delegates as a script says, for the delegation
+tests: started by `--cmd`, it takes its prompt typed (as laneboard gives a custom command's
+first prompt), runs the steps it names and exits.
+
+The prompt is steps separated by ` ;; ` (or ` ; ` when it has no ` ;; `, which is how a
+coordinator nests a child's steps in a `spawn`):
+  `write NAME TEXT`      write a file in the cwd
+  `commit MESSAGE`       `git add -A` and commit
+  `check NAME RESULT`    `laneboard signal --check NAME=RESULT`
+  `say TEXT`             `laneboard signal --message TEXT`
+  `spawn NAME STEPS`     `laneboard new NAME --cmd <this worker> --prompt STEPS` (no --parent:
+                         the task comes from `LANEBOARD_TASK`, as in a real agent's shell)
+  `wait FILE NAMES...`   `laneboard wait NAMES --json`, its document into FILE (and its exit
+                         code into FILE.code)
+  `sleep S`, `exit N`
+Each step's laneboard output is printed, so the pane shows what happened.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SELF = [sys.executable, os.path.abspath(__file__)]
+LANEBOARD = [sys.executable, "-m", "laneboard"]
+
+
+def laneboard(*args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([*LANEBOARD, *args], capture_output=True, text=True, check=False)
+    print(f"laneboard {' '.join(args[:2])}: exit {done.returncode}", flush=True)
+    for line in (done.stdout + done.stderr).splitlines()[-5:]:
+        print(f"  {line}", flush=True)
+    return done
+
+
+def step(words: str) -> int | None:
+    command, _, rest = words.strip().partition(" ")
+    if command == "write":
+        name, _, text = rest.partition(" ")
+        Path(name).write_text(text + "\n")
+    elif command == "commit":
+        for args in (["add", "-A"], ["commit", "-q", "-m", rest]):
+            done = subprocess.run(["git", *args], capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                print(f"git {args[0]}: {done.stderr.strip()}", flush=True)
+                return 1
+    elif command == "check":
+        name, _, result = rest.partition(" ")
+        laneboard("signal", "--check", f"{name}={result}")
+    elif command == "say":
+        laneboard("signal", "--message", rest)
+    elif command == "spawn":
+        name, _, steps = rest.partition(" ")
+        laneboard("new", name, "--cmd", shlex.join(SELF), "--prompt", steps)
+    elif command == "wait":
+        target, *names = rest.split()
+        done = laneboard("wait", *names, "--json", "--timeout", "60")
+        Path(target).write_text(done.stdout)
+        Path(target + ".code").write_text(str(done.returncode))
+    elif command == "sleep":
+        time.sleep(float(rest))
+    elif command == "exit":
+        return int(rest or 0)
+    return None
+
+
+def main() -> int:
+    print("worker ready", flush=True)
+    line = sys.stdin.readline().strip()
+    print(f"prompt: {line}", flush=True)
+    separator = " ;; " if " ;; " in line else " ; "
+    for words in line.split(separator):
+        code = step(words)
+        if code is not None:
+            return code
+    time.sleep(3600)  # stays at its prompt until stopped
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

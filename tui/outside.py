@@ -1,0 +1,186 @@
+"""Running a laneboard command outside the sandbox of a confined pane.
+
+A confined agent cannot write the repository's metadata (`.git/worktrees`, the worktree area),
+so `laneboard new` (a child), `cancel` and `retry` run from inside its pane would fail at `git
+worktree add`. The tmux server the pane runs on is outside the sandbox (docs/confine.md: the
+sandbox guards against mistakes; tmux stays reachable), so the command runs there: its argv,
+working directory and environment (the pane's, minus the sandbox's marker and `git` guard) are
+written to a run directory in the state dir, `tmux run-shell -b` starts this module on it, and
+the caller streams its stdout and stderr back as they come and exits with its exit code.
+
+Only laneboard itself runs there, with the arguments the caller gave, checked by the same
+parser; Ctrl-C in the pane interrupts it (SIGINT is passed on, and provisioning rolls back).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CONFINED_ENV = "LANEBOARD_CONFINED"
+START_WITHIN = 10.0
+"""Seconds tmux has to start the command before the caller gives up."""
+POLL = 0.05
+
+
+def confined_here() -> bool:
+    """This process runs inside a task's sandbox, in a tmux pane: the marker is set, the
+    repository's root is read-only from here (the variable alone proves nothing), and there is
+    a tmux server to run things outside. (A confined lane command outside tmux runs the command
+    where it is, and git's own refusal says why it cannot.)"""
+    root = os.environ.get("LANEBOARD_REPO")
+    if not os.environ.get(CONFINED_ENV) or not root or not os.environ.get("TMUX"):
+        return False
+    return not os.access(root, os.W_OK)
+
+
+def _state_dir() -> Path:
+    from laneboard.core.service.app import Service
+
+    return Service.state_root()
+
+
+def _outside_env() -> dict[str, str]:
+    """The pane's environment as it would be outside: no sandbox marker, no task identity (a
+    parent is passed as `--parent`), and no PATH entry of laneboard's own state dir (the `git`
+    guard and the lane shims)."""
+    state = os.path.realpath(_state_dir())
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in (CONFINED_ENV, "LANEBOARD_TASK", "LANEBOARD_TASK_NAME", "LANEBOARD_TASK_ID")
+    }
+    kept = [
+        entry
+        for entry in env.get("PATH", os.defpath).split(os.pathsep)
+        if entry and not os.path.realpath(entry).startswith(state + os.sep)
+    ]
+    env["PATH"] = os.pathsep.join(kept)
+    return env
+
+
+def run(argv: list[str], *, parent: str | None) -> int:
+    """Run `laneboard argv` outside the sandbox and wait for it; its exit code."""
+    socket = os.environ["TMUX"].split(",")[0]
+    words = list(argv)
+    if parent is not None and "--parent" not in words and "--no-parent" not in words:
+        words += ["--parent", parent]
+    place = _state_dir() / "outside" / f"{os.getpid()}-{time.monotonic_ns()}"
+    place.mkdir(parents=True)
+    (place / "run.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "laneboard.tui.cli", *words],
+                "cwd": os.getcwd(),
+                "env": _outside_env(),
+            }
+        )
+    )
+    for name in ("stdout", "stderr"):
+        (place / name).touch()
+    inner = shlex.join([sys.executable, "-m", "laneboard.tui.outside", str(place)])
+    started = subprocess.run(
+        ["tmux", "-S", socket, "run-shell", "-b", inner.replace("#", "##")],
+        capture_output=True,
+        check=False,
+    )
+    if started.returncode != 0:
+        from laneboard.core.domain.errors import LaneboardError
+
+        said = started.stderr.decode(errors="replace").strip()
+        raise LaneboardError(f"could not run it outside the sandbox through tmux: {said}")
+    code = _follow(place)
+    shutil.rmtree(place, ignore_errors=True)  # kept when it failed to run: it says why
+    return code
+
+
+def _follow(place: Path) -> int:
+    """Pass the outside command's output on as it comes; its exit code once it ends."""
+    streams = [
+        (open(place / "stdout", "rb"), sys.stdout.buffer),  # noqa: SIM115 (closed below)
+        (open(place / "stderr", "rb"), sys.stderr.buffer),  # noqa: SIM115
+    ]
+    begun = time.monotonic()
+    interrupted = False
+    try:
+        while True:
+            for source, sink in streams:
+                chunk = source.read()
+                if chunk:
+                    sink.write(chunk)
+                    sink.flush()
+            code = _read_int(place / "rc")
+            if code is not None:
+                for source, sink in streams:
+                    sink.write(source.read())
+                    sink.flush()
+                return code
+            pid = _read_int(place / "pid")
+            if pid is None and time.monotonic() - begun > START_WITHIN:
+                raise OSError("tmux did not start it")
+            if pid is not None and not _alive(pid):
+                time.sleep(POLL)
+                if _read_int(place / "rc") is None:
+                    raise OSError(f"the command outside (pid {pid}) ended without an exit code")
+            try:
+                time.sleep(POLL)
+            except KeyboardInterrupt:
+                if pid is not None and not interrupted:
+                    interrupted = True
+                    os.kill(pid, signal.SIGINT)  # it rolls back, then ends
+                    continue
+                raise
+    finally:
+        for source, _sink in streams:
+            source.close()
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except FileNotFoundError:
+        return None
+    return int(text) if text.lstrip("-").isdigit() else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def main(place: str) -> int:
+    """The outside half (started by tmux): run the command the run directory describes, its
+    output into files there, then its exit code into `rc`."""
+    where = Path(place)
+    spec = json.loads((where / "run.json").read_text())
+    with open(where / "stdout", "ab") as out, open(where / "stderr", "ab") as err:
+        proc = subprocess.Popen(
+            spec["argv"],
+            cwd=spec["cwd"],
+            env=spec["env"],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+        )
+        (where / "pid.tmp").write_text(str(proc.pid))
+        os.replace(where / "pid.tmp", where / "pid")
+        code = proc.wait()
+    (where / "rc.tmp").write_text(str(code if code >= 0 else 128 - code))
+    os.replace(where / "rc.tmp", where / "rc")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
