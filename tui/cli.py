@@ -259,6 +259,9 @@ def cmd_retry(args: argparse.Namespace) -> int:
 def cmd_mcp(args: argparse.Namespace) -> int:
     from laneboard.tui import mcp_server
 
+    if args.config:
+        print(mcp_server.config_text(args.config))
+        return 0
     return mcp_server.serve(args.task or os.environ.get("LANEBOARD_TASK") or None)
 
 

@@ -58,13 +58,15 @@ class Scope:
         return ["--repo", self.service.repo(at.repo_id).root]
 
 
-def cli(words: list[str]) -> dict[str, Any]:
-    """Run `laneboard WORDS --json`; its document, or a `LaneboardError` with what it said."""
+def cli(words: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run `laneboard WORDS --json` (with `env` added to this process's environment); its
+    document, or a `LaneboardError` with what it said."""
     done = subprocess.run(
         [sys.executable, "-m", "laneboard.tui.cli", *words, "--json"],
         capture_output=True,
         check=False,
         stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
     )
     said = done.stderr.decode(errors="replace").strip()
     if done.returncode != 0:
@@ -97,8 +99,17 @@ def build(scope: Scope) -> Any:
         ),
     )
 
-    async def off(call: Any, *args: Any) -> Any:
-        return await anyio.to_thread.run_sync(call, *args)
+    # An MCP client may start this server with a bare environment: what a command needs to
+    # know about the task it runs for (and to run outside its sandbox) is passed explicitly.
+    extra: dict[str, str] = {}
+    if root is not None:
+        extra["LANEBOARD_TASK"] = root.id
+        extra["LANEBOARD_REPO"] = scope.service.repo(root.repo_id).root
+        if root.tmux_socket:
+            extra["LANEBOARD_OUTSIDE"] = root.tmux_socket
+
+    async def off(run: Any, words: list[str]) -> Any:
+        return await anyio.to_thread.run_sync(run, words, extra)
 
     @server.tool()
     async def delegate(
@@ -187,12 +198,41 @@ def build(scope: Scope) -> Any:
     return server
 
 
+def config_text(agent: str) -> str:
+    """How to add this server to an agent, with this laneboard's own interpreter (an agent's
+    pane may not have laneboard on its PATH)."""
+    command, args = sys.executable, ["-m", "laneboard", "mcp"]
+    home = os.environ.get("LANEBOARD_HOME")
+    env = {"LANEBOARD_HOME": home} if home else {}
+    entry: dict[str, Any] = {"command": command, "args": args, **({"env": env} if env else {})}
+    if agent == "claude":
+        added = " ".join(f"-e {k}={v}" for k, v in env.items())
+        return (
+            f"claude mcp add --scope user {added + ' ' if added else ''}laneboard -- "
+            + " ".join([command, *args])
+            + "\n\n# or, in a project's .mcp.json:\n"
+            + json.dumps({"mcpServers": {"laneboard": entry}}, indent=2)
+        )
+    if agent == "codex":
+        lines = ["[mcp_servers.laneboard]", f"command = {json.dumps(command)}"]
+        lines.append(f"args = {json.dumps(args)}")
+        if env:
+            lines.append(f"env = {{ LANEBOARD_HOME = {json.dumps(home)} }}")
+        return "# in ~/.codex/config.toml\n" + "\n".join(lines)
+    if agent == "gemini":
+        return "# in ~/.gemini/settings.json (or a project's .gemini/settings.json)\n" + json.dumps(
+            {"mcpServers": {"laneboard": entry}}, indent=2
+        )
+    raise LaneboardError(f"--config: one of claude, codex, gemini, not {agent!r}")
+
+
 def serve(task_id: str | None) -> int:
-    """Serve on stdio until the client closes the stream."""
+    """Serve on stdio until the client closes the stream. The scope is `task_id`, else the
+    task whose worktree the server was started in (an agent starts it in its own), else none."""
     from laneboard.tui.cli import _service
 
     service = _service()
-    root = service.task_by_id(task_id) if task_id else None
+    root = service.task_by_id(task_id) if task_id else service.task_at(Path(os.getcwd()))
     where = Path(service.repo(root.repo_id).root) if root else Path(os.getcwd())
     if root is None:
         service.repo(where)  # refused (one line) outside a registered repository

@@ -25,6 +25,10 @@ import time
 from pathlib import Path
 
 CONFINED_ENV = "LANEBOARD_CONFINED"
+SOCKET_ENV = "LANEBOARD_OUTSIDE"
+"""The tmux socket to run outside through, for a process that is not itself in a pane (the
+MCP server an agent started: its client may pass it no `TMUX`); the server sets it from its
+task's pane."""
 START_WITHIN = 10.0
 """Seconds tmux has to start the command before the caller gives up."""
 POLL = 0.05
@@ -36,9 +40,14 @@ def confined_here() -> bool:
     a tmux server to run things outside. (A confined lane command outside tmux runs the command
     where it is, and git's own refusal says why it cannot.)"""
     root = os.environ.get("LANEBOARD_REPO")
-    if not os.environ.get(CONFINED_ENV) or not root or not os.environ.get("TMUX"):
+    marked = os.environ.get(CONFINED_ENV) or os.environ.get(SOCKET_ENV)
+    if not marked or not root or not _socket():
         return False
     return not os.access(root, os.W_OK)
+
+
+def _socket() -> str | None:
+    return os.environ.get("TMUX", "").split(",")[0] or os.environ.get(SOCKET_ENV) or None
 
 
 def _state_dir() -> Path:
@@ -55,7 +64,14 @@ def _outside_env() -> dict[str, str]:
     env = {
         key: value
         for key, value in os.environ.items()
-        if key not in (CONFINED_ENV, "LANEBOARD_TASK", "LANEBOARD_TASK_NAME", "LANEBOARD_TASK_ID")
+        if key
+        not in (
+            CONFINED_ENV,
+            SOCKET_ENV,
+            "LANEBOARD_TASK",
+            "LANEBOARD_TASK_NAME",
+            "LANEBOARD_TASK_ID",
+        )
     }
     kept = [
         entry
@@ -68,7 +84,8 @@ def _outside_env() -> dict[str, str]:
 
 def run(argv: list[str], *, parent: str | None) -> int:
     """Run `laneboard argv` outside the sandbox and wait for it; its exit code."""
-    socket = os.environ["TMUX"].split(",")[0]
+    socket = _socket()
+    assert socket is not None  # confined_here() said so
     words = list(argv)
     if parent is not None and "--parent" not in words and "--no-parent" not in words:
         words += ["--parent", parent]

@@ -139,9 +139,16 @@ COMMANDS: tuple[Command, ...] = (
         (
             Arg(
                 "--task",
-                "the task whose subtree it serves (default: $LANEBOARD_TASK)",
+                "the task whose subtree it serves (default: $LANEBOARD_TASK, else the task "
+                "whose worktree it starts in)",
                 "option",
                 "ID",
+            ),
+            Arg(
+                "--config",
+                "print how to add this server to claude, codex or gemini, and exit",
+                "option",
+                "AGENT",
             ),
         ),
         json=False,

@@ -9,6 +9,7 @@ whose agent never started, which removes exactly what provisioning created (`ope
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -64,6 +65,20 @@ class DelegationCommands:
             return ledger.task(ref)
         except LaneboardError:
             return self._find(self._open(where), ref)
+
+    def task_at(self, path: Path) -> Task | None:
+        """The live task whose worktree `path` is in (its worktree verified), or None: how a
+        server an agent started in its worktree knows whose subtree it serves."""
+        here = os.path.realpath(path)
+        for task in self._ledger().tasks(include_retired=False):
+            root = os.path.realpath(task.worktree_path)
+            if here == root or here.startswith(root + os.sep):
+                try:
+                    if self._open(task.repo_id).verify(task).ok:
+                        return task
+                except LaneboardError:
+                    return None
+        return None
 
     def depth(self, task: Task) -> int:
         """How many parents above `task` (a top-level task is 0)."""

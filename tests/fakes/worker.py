@@ -12,12 +12,16 @@ coordinator nests a child's steps in a `spawn`):
                          the task comes from `LANEBOARD_TASK`, as in a real agent's shell)
   `wait FILE NAMES...`   `laneboard wait NAMES --json`, its document into FILE (and its exit
                          code into FILE.code)
+  `mcp FILE NAME STEPS`  as an agent's MCP client does: start `laneboard mcp` in this worktree
+                         with a bare environment (no `LANEBOARD_TASK`, no `TMUX`), `delegate`
+                         NAME with STEPS, `wait` for it, write the wait's document into FILE
   `sleep S`, `exit N`
 Each step's laneboard output is printed, so the pane shows what happened.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -61,11 +65,36 @@ def step(words: str) -> int | None:
         done = laneboard("wait", *names, "--json", "--timeout", "60")
         Path(target).write_text(done.stdout)
         Path(target + ".code").write_text(str(done.returncode))
+    elif command == "mcp":
+        target, name, steps = rest.split(" ", 2)
+        import asyncio
+
+        Path(target).write_text(json.dumps(asyncio.run(over_mcp(name, steps))))
     elif command == "sleep":
         time.sleep(float(rest))
     elif command == "exit":
         return int(rest or 0)
     return None
+
+
+async def over_mcp(name: str, steps: str) -> dict[str, object]:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    bare = {k: os.environ[k] for k in ("HOME", "PATH", "LANEBOARD_HOME") if k in os.environ}
+    params = StdioServerParameters(command=LANEBOARD[0], args=[*LANEBOARD[1:], "mcp"], env=bare)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        found: dict[str, object] = {}
+        for tool, arguments in (
+            ("delegate", {"name": name, "prompt": steps, "command": shlex.join(SELF)}),
+            ("wait", {"names": [name], "timeout": 60}),
+        ):
+            result = await session.call_tool(tool, arguments)
+            text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
+            print(f"mcp {tool}: {'error' if result.isError else 'ok'} {text[:200]}", flush=True)
+            found[tool] = json.loads(text) if not result.isError else {"error": text}
+        return found
 
 
 def main() -> int:
