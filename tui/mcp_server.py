@@ -105,8 +105,9 @@ def build(scope: Scope) -> Any:
     if root is not None:
         extra["LANEBOARD_TASK"] = root.id
         extra["LANEBOARD_REPO"] = scope.service.repo(root.repo_id).root
-        if root.tmux_socket:
+        if root.tmux_socket:  # its children's agents run on its tmux server
             extra["LANEBOARD_OUTSIDE"] = root.tmux_socket
+            extra["LANEBOARD_TMUX_SOCKET"] = root.tmux_socket
 
     async def off(run: Any, words: list[str]) -> Any:
         return await anyio.to_thread.run_sync(run, words, extra)

@@ -79,6 +79,8 @@ def _outside_env() -> dict[str, str]:
         if entry and not os.path.realpath(entry).startswith(state + os.sep)
     ]
     env["PATH"] = os.pathsep.join(kept)
+    # The command's agents run on the server it goes through, whatever this process was told.
+    env.setdefault("LANEBOARD_TMUX_SOCKET", _socket() or "")
     return env
 
 

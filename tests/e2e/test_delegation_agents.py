@@ -90,6 +90,7 @@ def test_a_coordinator_fans_out_three_children_from_its_pane_and_collects_their_
         assert record["checks"][0]["name"] == "unit" and record["checks"][0]["result"] == "pass"
         assert record["message"] == f"{name} finished"
         assert record["target"] == "lb/coord" and record["pane"]["pane_id"].startswith("%")
+        assert record["pane"]["socket"] == coordinator["pane"]["socket"]
     # Nothing was merged: the coordinator's branch is where it was.
     assert git(repo, "rev-parse", "lb/coord") == coordinator["base_sha"]
     shown = doc(cli("show", "c2", "--json"))["completion"]
