@@ -76,7 +76,11 @@ def run(repo: Path, env: dict[str, str], runs: int, files: int) -> None:
         timed(["git", "worktree", "remove", str(path)], repo, env)
         floor.append(time.perf_counter() - began)
         timed([*LANEBOARD, "cancel", f"c{n}"], repo, env)
-    print(f"spawn a child ({files} files)     {median_ms(spawn)}   floor (git worktree add+remove) {median_ms(floor)}   ratio {statistics.median(spawn) / statistics.median(floor):.1f}")
+    ratio = statistics.median(spawn) / statistics.median(floor)
+    print(
+        f"spawn a child ({files} files)   {median_ms(spawn)}   "
+        f"floor (git worktree add + remove) {median_ms(floor)}   ratio {ratio:.1f}"
+    )
 
     timed([*LANEBOARD, "new", "rec", "--parent", "p", "--no-start"], repo, env)
     work = repo / ".worktrees" / "rec"
@@ -86,7 +90,11 @@ def run(repo: Path, env: dict[str, str], runs: int, files: int) -> None:
     record = [timed([*LANEBOARD, "show", "rec", "--json"], repo, env) for _ in range(runs)]
     base = json.loads(
         subprocess.run(
-            [*LANEBOARD, "show", "rec", "--json"], cwd=repo, env=env, capture_output=True, check=True
+            [*LANEBOARD, "show", "rec", "--json"],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            check=True,
         ).stdout
     )["base_sha"]
     gitfloor = []
@@ -95,7 +103,10 @@ def run(repo: Path, env: dict[str, str], runs: int, files: int) -> None:
         timed(["git", "status", "--porcelain=v2"], work, env)
         timed(["git", "diff", "--numstat", f"{base}..HEAD"], work, env)
         gitfloor.append(time.perf_counter() - began)
-    print(f"show --json with its completion   {median_ms(record)}   floor (git status + diff --numstat) {median_ms(gitfloor)}")
+    print(
+        f"show --json with its completion   {median_ms(record)}   "
+        f"floor (git status + diff --numstat) {median_ms(gitfloor)}"
+    )
 
     worker = shlex.join([sys.executable, "-c", "input(); print('bye')"])
     wake, start = [], []
@@ -123,7 +134,10 @@ def run(repo: Path, env: dict[str, str], runs: int, files: int) -> None:
         wake.append(time.perf_counter() - began)
         start.append(timed([sys.executable, "-c", "pass"], repo, env))
         timed([*LANEBOARD, "cancel", name], repo, env)
-    print(f"child exits -> wait returns        {median_ms(wake)}   floor (python -c pass) {median_ms(start)}")
+    print(
+        f"child exits -> wait returns        {median_ms(wake)}   "
+        f"floor (python -c pass) {median_ms(start)}"
+    )
 
 
 if __name__ == "__main__":

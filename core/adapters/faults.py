@@ -26,6 +26,7 @@ POINTS = (
     "provision.after_pin",
     "provision.after_copy",
     "provision.after_setup",
+    "provision.before_settle",
     "restore.after_apply",
     "discard.after_intent",
     "discard.after_quarantine",

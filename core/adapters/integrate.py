@@ -135,12 +135,13 @@ def root_dirty(root: Path) -> list[str]:
 
 
 def fast_forward(root: Path, old: str, new: str) -> str | None:
-    """Fast-forward the root's checked-out branch from `old` to `new` (`merge --ff-only`, which
-    updates index and files with the ref). None on success, else git's reason; nothing moved
-    then (git checks before it writes)."""
+    """Fast-forward the branch checked out at `root` (the repository's root, or a task's
+    worktree) from `old` to `new` (`merge --ff-only`, which updates index and files with the
+    ref). None on success, else git's reason; nothing moved then (git checks before it
+    writes)."""
     head = run_git(["rev-parse", "HEAD"], cwd=root, check=False).stdout.decode().strip()
     if head != old:
-        return f"the root's HEAD is {head[:12]}, not {old[:12]}"
+        return f"HEAD there is {head[:12]}, not {old[:12]}"
     found = _git(
         ["merge", "--ff-only", "--no-stat", "--no-edit", "--no-autostash", new],
         root,

@@ -101,8 +101,9 @@ class Plan:
     target: str
     strategy: str
     reviewed: str
-    into_root: bool
-    """The root has the target checked out: it is fast-forwarded instead of moving the ref."""
+    checkout: str | None
+    """The worktree that has the target checked out (the root, or a live task's own worktree:
+    a child finalized into its parent's branch): fast-forwarded instead of moving the ref."""
     who: tuple[str, str]
 
 
@@ -139,10 +140,10 @@ def plan(
         )
     if target == task.branch:
         raise LaneboardError(f"{task.name}: cannot integrate branch {target} into itself")
-    into_root = checked_out_in_root(ctx, target)
-    if into_root:
-        refuse_dirty_root(ctx, target)
-    return Plan(task, target, strategy, reviewed, into_root, identity(ctx.root))
+    checkout = target_checkout(ctx, ledger, target)
+    if checkout is not None:
+        refuse_dirty(checkout, target)
+    return Plan(task, target, strategy, reviewed, checkout, identity(ctx.root))
 
 
 def plan_publish(ctx: RepoContext, task: Task) -> str:
@@ -180,29 +181,46 @@ def refuse_uncommitted(task: Task) -> None:
         )
 
 
-def checked_out_in_root(ctx: RepoContext, target: str) -> bool:
-    """True when the root has `target` checked out; refused when another worktree has, or a
-    rebase or bisect works on it anywhere."""
+def target_checkout(ctx: RepoContext, ledger: Ledger, target: str) -> str | None:
+    """The worktree that has `target` checked out: the root, or the worktree of the live task
+    whose own branch it is (it verifies as that task's); None when none has. Refused when any
+    other worktree has it, or a rebase or bisect works on it anywhere."""
     checkouts, busy = branch_uses(ctx, target)
     if busy:
         raise LaneboardError(f"target branch {target} is in use: {busy[0]}")
     root = os.path.realpath(ctx.root)
+    found: str | None = None
     for path in checkouts:
-        if os.path.realpath(path) != root:
+        if os.path.realpath(path) == root:
+            found = str(ctx.root)
+            continue
+        owner = _owning_task(ctx, ledger, target, path)
+        if owner is None:
             raise LaneboardError(
                 f"target branch {target} is checked out in the worktree {path}; laneboard "
                 "does not move a branch under another checkout (switch that worktree away first)"
             )
-    return bool(checkouts)
+        found = owner.worktree_path
+    return found
 
 
-def refuse_dirty_root(ctx: RepoContext, target: str) -> None:
-    dirty = root_dirty(ctx.root)
+def _owning_task(ctx: RepoContext, ledger: Ledger, branch: str, path: str) -> Task | None:
+    """The live task of this repo whose worktree is `path` with its own branch `branch`
+    checked out, verified as that task's; else None."""
+    real = os.path.realpath(path)
+    for task in ledger.tasks(ctx.repo.id, include_retired=False):
+        if task.branch == branch and os.path.realpath(task.worktree_path) == real:
+            return task if ctx.verify(task).ok else None
+    return None
+
+
+def refuse_dirty(checkout: str, target: str) -> None:
+    dirty = root_dirty(Path(checkout))
     if dirty:
         shown = ", ".join(dirty[:3]) + (f" and {len(dirty) - 3} more" if len(dirty) > 3 else "")
         raise LaneboardError(
-            f"the root {ctx.root} has {target} checked out with uncommitted changes ({shown}); "
-            "laneboard never stashes, resets or switches your checkout: commit or stash them"
+            f"{checkout} has {target} checked out with uncommitted changes ({shown}); "
+            "laneboard never stashes, resets or switches a checkout: commit or stash them"
         )
 
 
@@ -226,7 +244,8 @@ def finalize(ctx: RepoContext, ledger: Ledger, chosen: Plan, actor: Actor) -> Ta
             "target": chosen.target,
             "target_old": old,
             "strategy": chosen.strategy,
-            "into_root": chosen.into_root,
+            "into_root": chosen.checkout == str(ctx.root),
+            "checkout": chosen.checkout,
             "scratch": str(scratch_path(task)),
         },
     )
@@ -460,19 +479,19 @@ class Integration:
             if new == old:
                 return True
             try:
-                into_root = checked_out_in_root(self.ctx, target)
-                if into_root:
-                    refuse_dirty_root(self.ctx, target)
+                checkout = target_checkout(self.ctx, self.ledger, target)
+                if checkout is not None:
+                    refuse_dirty(checkout, target)
             except LaneboardError as err:
                 raise Stopped(str(err)) from None
-            if into_root:
-                problem = fast_forward(self.ctx.root, old, new)
+            if checkout is not None:
+                problem = fast_forward(Path(checkout), old, new)
                 if problem is None:
                     return True
                 self.ctx.git.refresh()
                 if self.ctx.git.branch_tip(target) != old:
                     return False
-                raise Stopped(f"the root could not be fast-forwarded to the result: {problem}")
+                raise Stopped(f"{checkout} could not be fast-forwarded to the result: {problem}")
             message = f"laneboard: finalize {self.task.name} ({self.task.id})"
             problem = update_ref(self.ctx.root, f"refs/heads/{target}", new, old, message)
             if problem is None:

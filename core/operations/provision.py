@@ -284,6 +284,9 @@ def finish(
                 worktree_unlock(ctx.root, Path(task.worktree_path))
     except (LaneboardError, OSError, KeyboardInterrupt) as err:
         raise rollback_after(ctx, ledger, task, err, actor=actor, force=setup_is_ours) from None
+    # A cancel asked from here on is answered by the start, which refuses to hand the worktree
+    # to an agent, and by the cancel itself, which removes a provisioned task.
+    faults.checkpoint("provision.before_settle")
     return ledger.update_task(
         task.id,
         actor=actor,

@@ -217,3 +217,53 @@ def test_retry_provisions_a_failed_setup_again_from_the_same_commit(
     old = doc(cli("log", first["id"], "--json"))
     assert "setup.failed" in [e["kind"] for e in old["events"]]  # the first try's record stays
     assert cli("retry", "c").code == 1  # a provisioned task is not retried
+
+
+def test_a_reviewed_child_is_finalized_into_its_parents_branch_and_checkout(
+    repo: Path, cli, parent: dict[str, Any]
+) -> None:
+    child = doc(cli("new", "c", "--parent", "p", "--no-start", "--json"))
+    inside, work = Path(child["worktree_path"]), Path(parent["worktree_path"])
+    (inside / "part.txt").write_text("the child's part\n")
+    git(inside, "add", "part.txt")
+    git(inside, "commit", "-q", "-m", "part")
+    tip = git(inside, "rev-parse", "HEAD")
+    assert cli("review", "c", "--mark").code == 0
+    (work / "plan.md").write_text("the parent is editing this\n")
+    dirty = cli("finalize", "c", "--merge")
+    assert dirty.code == 1 and "uncommitted changes (plan.md)" in dirty.err
+    assert git(repo, "rev-parse", "lb/p") == git(work, "rev-parse", "HEAD^{commit}")
+    assert git(repo, "log", "-1", "--format=%s", "lb/p") == "plan"  # nothing moved
+    assert (work / "plan.md").read_text() == "the parent is editing this\n"
+    git(work, "checkout", "--", "plan.md")
+    done = doc(cli("finalize", "c", "--merge", "--json"))
+    assert done["state"] == "finalized" and done["target"] == "lb/p"
+    head = git(work, "rev-parse", "HEAD")
+    assert head == git(repo, "rev-parse", "lb/p") == done["target_new"]
+    assert git(repo, "merge-base", "--is-ancestor", tip, head) == ""
+    assert (work / "part.txt").read_text() == "the child's part\n"  # the parent's checkout has it
+    assert git(work, "status", "--porcelain") == ""
+
+
+def test_a_parent_whose_worktree_was_swapped_neither_spawns_nor_takes_a_merge(
+    repo: Path, cli, parent: dict[str, Any], tmp_path: Path
+) -> None:
+    import shutil
+
+    child = doc(cli("new", "c", "--parent", "p", "--no-start", "--json"))
+    inside = Path(child["worktree_path"])
+    (inside / "part.txt").write_text("part\n")
+    git(inside, "add", "part.txt")
+    git(inside, "commit", "-q", "-m", "part")
+    assert cli("review", "c", "--mark").code == 0
+    work = Path(parent["worktree_path"])
+    os.rename(work, tmp_path / "moved-away")
+    shutil.copytree(tmp_path / "moved-away", work, symlinks=True)  # same files, another dir
+    before = branches(repo)
+    spawned = cli("new", "d", "--parent", "p", "--no-start")
+    assert spawned.code == 1 and "fails verification" in spawned.err
+    assert branches(repo) == before
+    tip = git(repo, "rev-parse", "lb/p")
+    merged = cli("finalize", "c", "--merge")
+    assert merged.code == 1 and "checked out in the worktree" in merged.err
+    assert git(repo, "rev-parse", "lb/p") == tip

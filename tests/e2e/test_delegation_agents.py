@@ -168,6 +168,35 @@ def test_a_late_cancel_at_the_handoff_never_removes_what_the_agent_owns(
     assert work.is_dir() and "lb/c" in git(repo, "branch", "--list", "lb/c")
 
 
+def test_a_cancel_asked_after_provisioning_last_looked_is_refused_by_the_start(
+    repo: Path, cli, agents, server, pause
+) -> None:
+    """The other side of the handoff: provisioning has made its last check, the cancel asks,
+    then provisioning settles; the start must not hand the worktree to an agent."""
+    doc(cli("new", "p", "--no-start", "--json"))
+    held = pause("provision.before_settle")
+    starting = Spawned(
+        ["new", "c", "--parent", "p", "--cmd", WORKER, "--prompt", "sleep 60"], repo, held.env
+    )
+    cancelling: Spawned | None = None
+    try:
+        held.reached()
+        cancelling = Spawned(["cancel", "c", "--json"], repo)
+        eventually(lambda: "cancel.requested" in cli("log", "c").out, "the cancel asked")
+        held.go()
+        assert starting.wait() == 1
+        assert "cancelled" in starting.proc.stderr.read().decode()  # type: ignore[union-attr]
+        assert cancelling.wait() == 0
+        assert json.loads(cancelling.proc.stdout.read())["state"] == "cancelled"  # type: ignore[union-attr]
+    finally:
+        starting.close()
+        if cancelling is not None:
+            cancelling.close()
+    assert not (repo / ".worktrees" / "c").exists()
+    panes = server.cmd("list-panes", "-a", "-F", "#{window_name}").stdout
+    assert "c" not in panes  # no agent was ever launched for it
+
+
 def test_a_start_killed_between_launch_and_record_counts_as_started(
     repo: Path, cli, agents, server
 ) -> None:

@@ -114,5 +114,7 @@ async def test_an_agent_in_a_confined_pane_delegates_through_its_own_mcp_server(
     record = found["wait"]["completions"][0]
     assert record["name"] == "k1" and record["state"] == "ready_for_review"
     assert record["pane"]["socket"] == made["pane"]["socket"]  # on its parent's tmux server
-    assert record["head_sha"] == git(repo, "rev-parse", "lb/k1") and record["ahead"] == 1, json.dumps(record)
+    assert record["head_sha"] == git(repo, "rev-parse", "lb/k1") and record["ahead"] == 1, (
+        json.dumps(record)
+    )
     assert record["checks"] == [{"name": "unit", "result": "pass", "at": record["checks"][0]["at"]}]
