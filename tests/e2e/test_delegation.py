@@ -196,6 +196,32 @@ def test_a_child_killed_mid_setup_and_then_cancelled_is_undone_not_finished(
     assert not (repo / ".worktrees" / "c").exists() and "lb/c" not in branches(repo)
 
 
+def test_after_a_crash_doctor_undoes_a_provisioning_that_was_being_cancelled(
+    repo: Path, cli, parent: dict[str, Any], pause
+) -> None:
+    held = pause("provision.after_copy")
+    spawning = Spawned(["new", "c", "--parent", "p", "--no-start"], repo, held.env)
+    cancelling = None
+    try:
+        held.reached()
+        cancelling = Spawned(["cancel", "c"], repo)
+        end = time.monotonic() + 30
+        while "cancel.requested" not in cli("log", "c").out and time.monotonic() < end:
+            time.sleep(0.05)
+        cancelling.kill_group()  # the power goes: both die, the cancel asked
+        spawning.kill_group()
+        spawning.wait()
+    finally:
+        spawning.close()
+        if cancelling is not None:
+            cancelling.close()
+    fixed = doc(cli("doctor", "--fix", "--json"))["findings"]
+    assert [(f["kind"], f["fixed"]) for f in fixed] == [
+        ("interrupted-provisioning", "marked cancelled")
+    ]
+    assert not (repo / ".worktrees" / "c").exists() and "lb/c" not in branches(repo)
+
+
 def test_retry_provisions_a_failed_setup_again_from_the_same_commit(
     repo: Path, cli, parent: dict[str, Any]
 ) -> None:
