@@ -189,7 +189,10 @@ def cmd_new(args: argparse.Namespace) -> int:
 
 
 def _child_line(task: Task) -> str:
-    return f"child of {task.parent_id}; " if task.parent_id else ""
+    if not task.parent_id:
+        return ""
+    parent = _service().task_by_id(task.parent_id)
+    return f"child of {parent.name}; "
 
 
 def _outside(args: argparse.Namespace, parent: str | None) -> int | None:

@@ -265,6 +265,8 @@ def completion_text(done: Completion) -> str:
     if done.checks:
         shown = ", ".join(f"{c.name} {'pass' if c.passed else 'FAIL'}" for c in done.checks)
         lines.append(f"  checks    {shown}")
+    if task.agent_exit not in (None, 0):
+        lines.append(f"  agent     exited with {task.agent_exit}")
     if done.reason:
         lines.append(f"  reason    {done.reason}")
     if done.message:

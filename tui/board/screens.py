@@ -294,8 +294,8 @@ class CancelScreen(Dialog):
         with Box(classes="box"):
             yield Label(f"Cancel {task.name} ({task.state.value})", classes="title", markup=False)
             yield Label(
-                "No agent has started: its worktree and branch are removed (anything written "
-                "there is saved in a snapshot first)."
+                "No agent has started: its worktree and branch are removed\n"
+                "(anything written there is saved in a snapshot first)."
                 if task.state.value in ("provisioning", "provisioned", "queued")
                 else "Its agent stops; worktree and branch are kept (retained).",
                 markup=False,
