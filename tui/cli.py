@@ -235,9 +235,12 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     outside = _outside(args, None)
     if outside is not None:
         return outside
-    done = _service().cancel(_where(args), args.name, children=children)
+    done = _service().cancel(_where(args), args.name, children=children, on_wait=_print_wait)
     _print_notes(done)
-    if done.task.state is TaskState.CANCELLED:
+    kept = any(note.startswith("kept: ") for note in done.notes)
+    if done.task.state is TaskState.CANCELLED and kept:
+        line = "cancelled; some of what it created was kept (the reasons above)"
+    elif done.task.state is TaskState.CANCELLED:
         line = "cancelled; what it created was removed"
     elif done.task.state is TaskState.RETAINED:
         line = f"retained (its agent had started); {done.task.worktree_path} and branch kept"

@@ -59,10 +59,12 @@ class Scope:
 
 
 def cli(words: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run `laneboard WORDS --json` (with `env` added to this process's environment); its
-    document, or a `LaneboardError` with what it said."""
+    """Run `laneboard WORDS` with `--json` (put before a `--` in WORDS, after which the
+    caller's names and text go, so none is taken for an option), `env` added to this
+    process's environment; its document, or a `LaneboardError` with what it said."""
+    at = words.index("--") if "--" in words else len(words)
     done = subprocess.run(
-        [sys.executable, "-m", "laneboard.tui.cli", *words, "--json"],
+        [sys.executable, "-m", "laneboard.tui.cli", *words[:at], "--json", *words[at:]],
         capture_output=True,
         check=False,
         stdin=subprocess.DEVNULL,
@@ -91,6 +93,7 @@ def build(scope: Scope) -> Any:
     root = scope.root
     server = FastMCP(
         "laneboard",
+        log_level="WARNING",  # its stderr is the agent's MCP log: requests are not news
         instructions=(
             "Delegate pieces of work to child tasks, each in its own git worktree and branch "
             "started from your current commit; wait for their completion records; review, then "
@@ -125,18 +128,19 @@ def build(scope: Scope) -> Any:
         `agent` picks a profile (claude, codex, gemini, ...), `command` runs a command line
         instead; `target` is the branch it will be merged into (default: your branch).
         Returns the new task's record."""
-        words = ["new", name, "--prompt", prompt]
+        words = ["new", f"--prompt={prompt}"]
         if root is not None:
             words += ["--parent", root.id]
         else:
             words += ["--no-parent"]
         if agent:
-            words += ["--agent", agent]
+            words += [f"--agent={agent}"]
         if command:
-            words += ["--cmd", command]
+            words += [f"--cmd={command}"]
         if target:
-            words += ["--target", target]
-        document: dict[str, Any] = await off(cli, [*words, *scope.repo_args()])
+            words += [f"--target={target}"]
+        words += [*scope.repo_args(), "--", name]  # a name is never taken for an option
+        document: dict[str, Any] = await off(cli, words)
         return document
 
     @server.tool()
@@ -148,11 +152,13 @@ def build(scope: Scope) -> Any:
         and head SHA, commits ahead, changed files with +/-, worktree clean or not, the checks
         they reported, their last message and screen, the conversation id. `timeout` seconds
         (default 600) gives up with an error naming those still at work."""
+        if not names:
+            raise LaneboardError("name at least one task to wait for")
         tasks = [scope.task(ref) for ref in names]
-        words = ["wait", *(t.id for t in tasks), "--timeout", str(timeout or WAIT_DEFAULT)]
-        if any:
-            words.append("--any")
-        document: dict[str, Any] = await off(cli, [*words, *scope.repo_args(tasks[0])])
+        seconds = WAIT_DEFAULT if timeout is None else timeout
+        words = ["wait", "--timeout", str(seconds), *(["--any"] if any else [])]
+        words += [*scope.repo_args(tasks[0]), "--", *(t.id for t in tasks)]
+        document: dict[str, Any] = await off(cli, words)
         return document
 
     @server.tool()
@@ -163,10 +169,10 @@ def build(scope: Scope) -> Any:
             if root is None:
                 document: dict[str, Any] = await off(cli, ["ls", *scope.repo_args()])
                 return document
-            document = await off(cli, ["ls", "--children", root.id, *scope.repo_args()])
+            document = await off(cli, ["ls", f"--children={root.id}", *scope.repo_args()])
             return document
         task = scope.task(name, self_ok=True)
-        document = await off(cli, ["show", task.id, *scope.repo_args(task)])
+        document = await off(cli, ["show", *scope.repo_args(task), "--", task.id])
         return document
 
     @server.tool()
@@ -174,8 +180,9 @@ def build(scope: Scope) -> Any:
         """Type TEXT into a child's agent, then Enter (by default once it is idle or waiting,
         never into a busy agent)."""
         task = scope.task(name)
-        words = ["send", task.id, text, *(["--when-idle", "--timeout", "300"] if when_idle else [])]
-        document: dict[str, Any] = await off(cli, [*words, *scope.repo_args(task)])
+        words = ["send", *(["--when-idle", "--timeout", "300"] if when_idle else [])]
+        words += [*scope.repo_args(task), "--", task.id, text]  # text may start with a dash
+        document: dict[str, Any] = await off(cli, words)
         return document
 
     @server.tool()
@@ -184,8 +191,8 @@ def build(scope: Scope) -> Any:
         created (state cancelled); after, stop its agent and keep its worktree and branch
         (state retained). `children`: keep (default) or cancel its own children."""
         task = scope.task(name)
-        words = ["cancel", task.id, "--children", children]
-        document: dict[str, Any] = await off(cli, [*words, *scope.repo_args(task)])
+        words = ["cancel", f"--children={children}", *scope.repo_args(task), "--", task.id]
+        document: dict[str, Any] = await off(cli, words)
         return document
 
     @server.tool()
@@ -193,7 +200,7 @@ def build(scope: Scope) -> Any:
         """A child's review: its commits and changed files since the merge base with its
         target, what is uncommitted, and whether the reviewed SHA is pinned."""
         task = scope.task(name)
-        document: dict[str, Any] = await off(cli, ["review", task.id, *scope.repo_args(task)])
+        document: dict[str, Any] = await off(cli, ["review", *scope.repo_args(task), "--", task.id])
         return document
 
     return server

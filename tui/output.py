@@ -187,12 +187,15 @@ def completion_json(done: Completion) -> dict[str, Any]:
         "parent_id": task.parent_id,
         "state": task.state.value,
         "done": done.done,
+        "lost": done.lost,
         "worktree_path": task.worktree_path,
         "pane": pane_json(task),
         "branch": task.branch,
         "target": task.target,
         "base_sha": task.base_sha,
         "head_sha": done.head_sha,
+        "branch_sha": done.branch_sha,
+        "detached": done.detached,
         "ahead": done.ahead,
         "files": [
             {
@@ -258,13 +261,17 @@ def completion_text(done: Completion) -> str:
         holds = ", ".join(parts)
     lines = [
         f"{task.name} ({task.id}): {task.state.value}",
-        f"  branch    {task.branch} at {(done.head_sha or '(gone)')[:12]}, {ahead}",
+        f"  branch    {task.branch} at {(done.branch_sha or '(gone)')[:12]}, {ahead}",
         f"  files     {len(done.files)} changed, +{plus} -{minus}",
         f"  worktree  {task.worktree_path}: {holds}",
     ]
     if done.checks:
         shown = ", ".join(f"{c.name} {'pass' if c.passed else 'FAIL'}" for c in done.checks)
         lines.append(f"  checks    {shown}")
+    if done.detached:
+        lines.append(f"  head      {(done.head_sha or '')[:12]}: detached, not on {task.branch}")
+    if done.lost:
+        lines.append(f"  agent     its pane is gone (`laneboard resume {task.name}`)")
     if task.agent_exit not in (None, 0):
         lines.append(f"  agent     exited with {task.agent_exit}")
     if done.reason:

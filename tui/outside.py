@@ -91,8 +91,11 @@ def run(argv: list[str], *, parent: str | None) -> int:
     words = list(argv)
     if parent is not None and "--parent" not in words and "--no-parent" not in words:
         words += ["--parent", parent]
-    place = _state_dir() / "outside" / f"{os.getpid()}-{time.monotonic_ns()}"
-    place.mkdir(parents=True)
+    runs = _state_dir() / "outside"
+    _sweep(runs)
+    place = runs / f"{os.getpid()}-{time.monotonic_ns()}"
+    place.mkdir(parents=True, mode=0o700)  # it holds the pane's environment
+    (place / "run.json").touch(mode=0o600)
     (place / "run.json").write_text(
         json.dumps(
             {
@@ -118,6 +121,26 @@ def run(argv: list[str], *, parent: str | None) -> int:
     code = _follow(place)
     shutil.rmtree(place, ignore_errors=True)  # kept when it failed to run: it says why
     return code
+
+
+STALE = 24 * 3600.0
+"""A run directory this old whose caller is gone is removed by the next run."""
+
+
+def _sweep(runs: Path) -> None:
+    """Remove run directories of callers that died (a caller removes its own when it ends)."""
+    try:
+        entries = list(runs.iterdir())
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        pid = entry.name.split("-")[0]
+        try:
+            old = time.time() - entry.stat().st_mtime > STALE
+        except OSError:
+            continue
+        if pid.isdigit() and (old or not _alive(int(pid))):
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 def _follow(place: Path) -> int:
@@ -184,6 +207,7 @@ def main(place: str) -> int:
     output into files there, then its exit code into `rc`."""
     where = Path(place)
     spec = json.loads((where / "run.json").read_text())
+    (where / "run.json").unlink()  # the environment is not left lying about
     with open(where / "stdout", "ab") as out, open(where / "stderr", "ab") as err:
         proc = subprocess.Popen(
             spec["argv"],
@@ -196,8 +220,11 @@ def main(place: str) -> int:
         (where / "pid.tmp").write_text(str(proc.pid))
         os.replace(where / "pid.tmp", where / "pid")
         code = proc.wait()
-    (where / "rc.tmp").write_text(str(code if code >= 0 else 128 - code))
-    os.replace(where / "rc.tmp", where / "rc")
+    try:
+        (where / "rc.tmp").write_text(str(code if code >= 0 else 128 - code))
+        os.replace(where / "rc.tmp", where / "rc")
+    except OSError:
+        return 1  # its caller is gone and its run directory was swept: no one to tell
     return 0
 
 

@@ -505,6 +505,15 @@ class Ledger:
         with self.transaction() as db:
             self._event(db, task_id, repo_id, kind, actor, data or {})
 
+    def has_event(self, task_id: str, kinds: tuple[str, ...]) -> bool:
+        """The task's journal has an event of one of `kinds`."""
+        marks = ", ".join("?" for _ in kinds)
+        row = self._db.execute(
+            f"SELECT 1 FROM events WHERE task_id = ? AND kind IN ({marks}) LIMIT 1",
+            (task_id, *kinds),
+        ).fetchone()
+        return row is not None
+
     def pending(self, task_id: str, asked: str, answered: str) -> bool:
         """The task's journal has an `asked` event with no `answered` event after it (a cancel
         request its process has not acted on yet)."""

@@ -231,7 +231,8 @@ class Completion:
     repo: Repo
     done: bool
     head_sha: str | None
-    """The branch tip now (None once the branch is gone)."""
+    """What the work ends at: the worktree's HEAD, else (worktree gone) the branch tip, else
+    the SHA it was finalized or reviewed at."""
     ahead: int
     """Commits from the base SHA to the head."""
     files: tuple[FileChange, ...]
@@ -251,6 +252,13 @@ class Completion:
     """The tail of its pane's screen: from when it finished, else now."""
     reason: str | None = None
     """Why it failed or was cancelled, when it did."""
+    branch_sha: str | None = None
+    """The tip of its branch now (None once the branch is gone or another task has it)."""
+    detached: bool = False
+    """Its worktree's HEAD is not on its branch (commits there are not on the branch)."""
+    lost: bool = False
+    """Its agent's pane is gone while the task is running: nothing will happen until it is
+    resumed."""
 
     @property
     def clean(self) -> bool:

@@ -52,7 +52,7 @@ from laneboard.core.domain.runtime import (
     pane_of,
     same_pane,
 )
-from laneboard.core.operations.cancel import NOT_STARTED, cancel_requested
+from laneboard.core.operations.cancel import NOT_STARTED, cancel_requested, ever_started
 
 CUSTOM = "custom"
 """The profile name recorded for `--cmd`: its argv is the task's `agent_argv`."""
@@ -141,9 +141,12 @@ def start(
     Nothing starts in a worktree that fails verification."""
     if task.state not in STARTABLE:
         raise AgentError(f"{task.name} is {task.state.value}; its agent cannot start")
-    handoff = task.state in NOT_STARTED
+    handoff = task.state in NOT_STARTED and not ever_started(ledger, task)
     if handoff and cancel_requested(ledger, task.id):
-        raise AgentError(f"{task.name} was cancelled; no agent started")
+        raise AgentError(
+            f"{task.name} was cancelled; no agent started (`laneboard cancel {task.name}` "
+            "finishes the cancel)"
+        )
     verdict = ctx.verify(task)
     if not verdict.ok:
         raise AgentError(

@@ -23,6 +23,7 @@ ignored file) is not removed: the cancel is refused and nothing changes.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 
@@ -44,6 +45,8 @@ STARTED = (
     TaskState.REVISING,
 )
 """States of a task whose agent started: a cancel keeps everything."""
+STARTS = ("agent.started", "agent.resumed")
+"""The journal's record of a worktree handed to an agent."""
 WAIT_STEP = 0.1
 """How often a cancel looks whether the provisioning process has stopped."""
 
@@ -86,7 +89,9 @@ def cancel(
         with locks.held("agents"):
             now = ledger.task(task.id)
             if now.state in NOT_STARTED:
-                if _unrecorded_agent(runtime, now):
+                if ever_started(ledger, now):  # queued again after an agent ran in it
+                    return _keep(ledger, runtime, now, actor, "an agent worked in it before")
+                if _launched_unrecorded(runtime, now):
                     return _keep(ledger, runtime, now, actor, "an agent was launched for it")
                 _refuse_unsafe(ctx, ledger, now, runtime)
                 now = ledger.update_task(
@@ -107,14 +112,21 @@ def cancel(
         if not cancel_requested(ledger, now.id):
             ledger.append_event(now.id, now.repo_id, REQUESTED, actor, {})
         if now.owner_pid is None or not procs.alive(now.owner_pid, now.owner_start):
-            _take_over_provisioning(ctx, ledger, now, actor)
+            _take_over_provisioning(ctx, ledger, runtime, now, actor)
             continue
         if end is not None and time.monotonic() > end:
             raise LaneboardError(
                 f"{now.name}: cancel asked; process {now.owner_pid} is still provisioning it and "
                 "will roll it back at its next step"
             )
-        time.sleep(WAIT_STEP)  # the owner stops at its next step or setup tick
+        try:
+            time.sleep(WAIT_STEP)  # the owner stops at its next step or setup tick
+        except KeyboardInterrupt:
+            # The operator stopped the cancel: the request goes with it, so that a task the
+            # owner goes on to provision is not refused its agent forever.
+            if ledger.task(now.id).state is TaskState.PROVISIONING:
+                ledger.append_event(now.id, now.repo_id, ANSWERED, actor, {"withdrawn": True})
+            raise
 
 
 def undo(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> Task:
@@ -129,10 +141,22 @@ def undo(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> Task:
     )
 
 
-def _unrecorded_agent(runtime: Runtime, task: Task) -> bool:
-    from laneboard.core.operations.agents import unrecorded_panes
+def ever_started(ledger: Ledger, task: Task) -> bool:
+    """An agent was ever handed this worktree (any start or resume in its journal): from then
+    on no cancel removes it, whatever state the task is in now."""
+    return ledger.has_event(task.id, STARTS)
 
-    return bool(unrecorded_panes(runtime.snapshot(), task))
+
+def _launched_unrecorded(runtime: Runtime, task: Task) -> bool:
+    """A pane laneboard launched for the task that the ledger does not record, alive or dead
+    (an agent that ran and exited may have written files)."""
+    from laneboard.core.domain.runtime import pane_of, same_pane
+
+    recorded = pane_of(task)
+    return any(
+        seen.task_id == task.id and not (recorded is not None and same_pane(recorded, seen))
+        for seen in runtime.snapshot().values()
+    )
 
 
 def _keep(ledger: Ledger, runtime: Runtime, task: Task, actor: Actor, why: str) -> Task:
@@ -150,18 +174,28 @@ def _keep(ledger: Ledger, runtime: Runtime, task: Task, actor: Actor, why: str) 
 def _refuse_unsafe(ctx: RepoContext, ledger: Ledger, task: Task, runtime: Runtime) -> None:
     """What removal must not go past even with a snapshot (a process inside, an ignored file
     that is not a cache): refuse the cancel, change nothing."""
+    hard = unsafe(ctx, ledger, task, runtime)
+    if hard:
+        raise LaneboardError(
+            f"{task.name}: not cancelled: "
+            + "; ".join(hard)
+            + f" (`laneboard discard {task.name}` says what it would do)",
+        )
+
+
+def unsafe(ctx: RepoContext, ledger: Ledger, task: Task, runtime: Runtime) -> list[str]:
+    """The blockers `discard` would meet that a snapshot cannot lift, except the task's own
+    provisioning lock, a lease (removal waits for the lane) and an agent that is not running:
+    what a cancel must not remove."""
     from laneboard.core.domain.cleanup import BlockerKind
     from laneboard.core.operations import discard
 
     decision = discard.preview(ctx, ledger, task, runtime)
     hard = [b for b in decision.blockers if not b.lifted_by_snapshot]
+    # Its own provisioning lock, and a lease on its lane: removal waits for the lane anyway.
+    hard = [b for b in hard if b.kind not in (BlockerKind.INITIALIZING, BlockerKind.LEASE)]
     hard = [b for b in hard if b.kind is not BlockerKind.AGENT or _agent_alive(runtime, task)]
-    if hard:
-        raise LaneboardError(
-            f"{task.name}: not cancelled: "
-            + "; ".join(str(b) for b in hard)
-            + f" (`laneboard discard {task.name}` says what it would do)",
-        )
+    return [str(b) for b in hard]
 
 
 def _agent_alive(runtime: Runtime, task: Task) -> bool:
@@ -171,14 +205,36 @@ def _agent_alive(runtime: Runtime, task: Task) -> bool:
     return seen is not None and seen.alive
 
 
-def _take_over_provisioning(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> None:
+def _stop_orphaned_setup(ctx: RepoContext, ledger: Ledger, task: Task) -> None:
+    """The provisioning process died while its setup command ran: the command's processes,
+    left running, hold the task's lane. They are the cancelled setup's own (their process
+    group, started after it): stop them, as the live owner would have."""
+    import signal
+
+    from laneboard.core.adapters.leases import LeaseStore, remaining
+
+    store = LeaseStore(ledger.database, ctx.settings.lanes.slots)
+    for lease in store.active(ctx.repo.id):
+        if lease.lane != task.id or procs.alive(lease.holder_pid, lease.holder_start):
+            continue
+        for pid in remaining(lease):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                continue
+
+
+def _take_over_provisioning(
+    ctx: RepoContext, ledger: Ledger, runtime: Runtime, task: Task, actor: Actor
+) -> None:
     """The provisioning process is gone: claim the task and undo what is provably its own, as
     `doctor --fix` does with a cancel asked; refused when that cannot be done."""
     from laneboard.core.adapters.git import worktree_list
     from laneboard.core.operations.doctor import _by_path, _interrupted_provisioning
 
+    _stop_orphaned_setup(ctx, ledger, task)
     entries = _by_path(worktree_list(ctx.root))
-    found = _interrupted_provisioning(ctx, ledger, task, entries, True, actor)
+    found = _interrupted_provisioning(ctx, ledger, task, entries, True, actor, runtime=runtime)
     now = ledger.task(task.id)
     if now.state is TaskState.PROVISIONING:
         raise LaneboardError(f"{task.name}: not cancelled: {found.fixed or found.detail}")

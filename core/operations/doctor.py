@@ -24,7 +24,7 @@ from laneboard.core.domain.views import Finding
 from laneboard.core.operations import discard as removal
 from laneboard.core.operations import finalize, publish
 from laneboard.core.operations.agents import unrecorded_panes
-from laneboard.core.operations.cancel import cancel_requested
+from laneboard.core.operations.cancel import NOT_STARTED, cancel_requested, unsafe
 from laneboard.core.operations.provision import (
     branch_message,
     finish,
@@ -200,13 +200,15 @@ def _task_findings(
 ) -> list[Finding]:
     actor = Actor.DOCTOR
     if task.state is TaskState.PROVISIONING:
-        return [_interrupted_provisioning(ctx, ledger, task, entries, fix, actor)]
+        return [_interrupted_provisioning(ctx, ledger, task, entries, fix, actor, runtime)]
     if task.state is TaskState.DISCARDING:
         return [_interrupted_discard(ctx, ledger, task, fix, actor, runtime)]
     if task.state is TaskState.FINALIZING:
         return [_interrupted_finalize(ctx, ledger, task, fix, actor)]
     if task.state is TaskState.CANCELLING:
         return [_interrupted_cancel(ctx, ledger, task, fix, actor)]
+    if task.state in NOT_STARTED and cancel_requested(ledger, task.id):
+        return [_unanswered_cancel(ctx, ledger, task, fix, actor, runtime)]
     if task.live:
         return _live_task(ctx, task, entries)
     if _leftover(task, entries, live_paths):
@@ -341,6 +343,28 @@ def _interrupted_cancel(
     )
 
 
+def _unanswered_cancel(
+    ctx: RepoContext, ledger: Ledger, task: Task, fix: bool, actor: Actor, runtime: Runtime
+) -> Finding:
+    """A cancel that asked while the task was provisioning, and died before it was answered:
+    the task was provisioned and no agent may be handed it. `--fix` does the cancel."""
+    from laneboard.core.operations import cancel
+
+    detail = "a cancel was asked and never finished; --fix cancels it (`laneboard cancel`)"
+    if not fix:
+        return Finding("interrupted-cancel", detail, task.name, task.id)
+    try:
+        done = cancel.cancel(ctx, ledger, runtime, task, actor, timeout=0)
+    except LaneboardError as err:
+        reasons = "; ".join([str(err), *err.details])
+        return Finding(
+            "interrupted-cancel", detail, task.name, task.id, fixed=f"not fixed: {reasons}"
+        )
+    return Finding(
+        "interrupted-cancel", detail, task.name, task.id, fixed=f"marked {done.state.value}"
+    )
+
+
 def _interrupted_provisioning(
     ctx: RepoContext,
     ledger: Ledger,
@@ -348,6 +372,7 @@ def _interrupted_provisioning(
     entries: dict[str, WorktreeEntry],
     fix: bool,
     actor: Actor,
+    runtime: Runtime | None = None,
 ) -> Finding:
     """Provisioning whose process died. The branch is the task's own when the ledger says so or
     its reflog names the task; the worktree when the ledger says so or git's lock carries the
@@ -403,8 +428,11 @@ def _interrupted_provisioning(
             finish(ctx, ledger, task, actor, setup_is_ours=False)
             return Finding("interrupted-provisioning", detail, task.name, task.id, fixed="finished")
         final = TaskState.CANCELLED if cancelled else TaskState.FAILED
+        # Asked to cancel, what setup left may go too (anything else written there is saved
+        # first), unless something a snapshot cannot keep is there.
+        force = cancelled and runtime is not None and not unsafe(ctx, ledger, task, runtime)
         rollback(
-            ctx, ledger, task, reason="interrupted: " + detail, actor=actor, force=False,
+            ctx, ledger, task, reason="interrupted: " + detail, actor=actor, force=force,
             final=final,
         )  # fmt: skip
     except LaneboardError as err:

@@ -76,6 +76,7 @@ def restore(
         "snapshot_ref": ref,
         "snapshot_sha": sha,
         "target": old.target or ctx.git.integration_branch(ctx.settings.target),
+        "parent_id": old.parent_id,  # a restored child is its parent's child again
     }
     task = create(
         ctx,

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Literal
 
 from laneboard.core.adapters.leases import Cancel, Cancelled
 from laneboard.core.domain.errors import LaneboardError, WaitTimeout
-from laneboard.core.domain.models import Actor, Task
+from laneboard.core.domain.lanes import Lease
+from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.domain.runtime import Runtime
 from laneboard.core.domain.views import Completion, Outcome
 
@@ -151,11 +152,12 @@ class DelegationCommands:
         cancel: Cancel | None = None,
     ) -> list[Completion]:
         """Block until every task in `tasks` is done (with `any_`, until one is), then return
-        the records of those that are done. Each round writes down what the agents did
-        (`reconcile`: an agent that exited makes its task ready for review), so no controller
-        needs to run. `wake` blocks until something changed; `timeout` gives up
-        (`WaitTimeout`, naming those still at work)."""
-        from laneboard.core.operations.completion import is_done
+        the records of those that are done (a running task whose pane is gone counts: nothing
+        more will happen to it until it is resumed, and its record says `lost`). Each round
+        writes down what the agents did (`reconcile`: an agent that exited makes its task
+        ready for review), so no controller needs to run. `wake` blocks until something
+        changed; `timeout` gives up (`WaitTimeout`, naming those still at work)."""
+        from laneboard.core.operations.completion import is_done, is_lost
 
         if not tasks:
             raise LaneboardError("name at least one task to wait for")
@@ -164,12 +166,12 @@ class DelegationCommands:
         while True:
             self.reconcile()
             now = [ledger.task(task.id) for task in tasks]
-            finished = [task for task in now if is_done(task)]
+            finished = [task for task in now if is_done(task) or is_lost(self.runtime, task)]
             if (any_ and finished) or len(finished) == len(now):
                 return [self.completion(task) for task in finished]
             left = None if end is None else end - time.monotonic()
             if left is not None and left <= 0:
-                busy = ", ".join(f"{t.name} ({t.state.value})" for t in now if not is_done(t))
+                busy = ", ".join(f"{t.name} ({t.state.value})" for t in now if t not in finished)
                 raise WaitTimeout(f"still at work after {timeout:g}s: {busy}")
             step = OBSERVE if left is None else min(OBSERVE, left)
             if cancel is not None and cancel.cancelled:
@@ -185,6 +187,7 @@ class DelegationCommands:
         *,
         children: Literal["keep", "cancel"] = "keep",
         timeout: float | None = None,
+        on_wait: Callable[[Lease], None] | None = None,
     ) -> Outcome:
         """Cancel a task: before its agent started, stop its provisioning or setup and remove
         exactly what it created (`cancelled`); after, stop the agent and keep worktree and
@@ -199,6 +202,7 @@ class DelegationCommands:
         if children == "cancel":
             for child in reversed(below):
                 ctx = self._open(child.repo_id)
+                ctx.on_wait = on_wait
                 ended = cancelling.cancel(
                     ctx, ledger, self.runtime, child, self.actor, timeout=timeout
                 )
@@ -209,7 +213,11 @@ class DelegationCommands:
         if not found.live:
             return Outcome(found, self._open(found.repo_id).repo, changed=False, notes=tuple(notes))
         ctx = self._open(found.repo_id)
+        ctx.on_wait = on_wait
         before = found.state
         ended = cancelling.cancel(ctx, ledger, self.runtime, found, self.actor, timeout=timeout)
+        said = ledger.last_event(ended.id, "task.cancelled")
+        if ended.state is TaskState.CANCELLED and said is not None:
+            notes = [f"kept: {kept}" for kept in said.data.get("kept") or ()] + notes
         self.reconcile()  # the slot it held may start a queued task
         return Outcome(ended, ctx.repo, changed=ended.state is not before, notes=tuple(notes))

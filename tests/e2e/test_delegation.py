@@ -28,6 +28,16 @@ def config(lines: str) -> None:
     (home / "config.toml").write_text(lines)
 
 
+def running(pid: int) -> bool:
+    """The process lives and is not a zombie (one killed whose parent died may wait for a
+    reaper that a container does not have)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
 def branches(repo: Path) -> set[str]:
     return set(git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads").split())
 
@@ -293,3 +303,111 @@ def test_a_parent_whose_worktree_was_swapped_neither_spawns_nor_takes_a_merge(
     merged = cli("finalize", "c", "--merge")
     assert merged.code == 1 and "checked out in the worktree" in merged.err
     assert git(repo, "rev-parse", "lb/p") == tip
+
+
+def test_a_retired_childs_record_never_shows_a_later_task_on_its_branch_name(
+    repo: Path, cli, parent: dict[str, Any]
+) -> None:
+    first = doc(cli("new", "kid", "--parent", "p", "--no-start", "--json"))
+    assert doc(cli("cancel", "kid", "--json"))["state"] == "cancelled"
+    again = doc(cli("retry", "kid", "--no-start", "--json"))
+    work = Path(again["worktree_path"])
+    (work / "n.txt").write_text("second try\n")
+    git(work, "add", "n.txt")
+    git(work, "commit", "-q", "-m", "second try")
+    old = doc(cli("wait", first["id"], "--json"))["completions"][0]
+    assert old["id"] == first["id"] and old["branch_sha"] is None
+    assert old["ahead"] == 0 and old["files"] == []
+    new = cli("wait", again["id"], "--timeout", "0")
+    assert new.code == 75 and "kid (provisioned)" in new.err  # no agent yet: not done
+
+
+def test_a_record_follows_the_worktrees_head_even_when_detached(
+    repo: Path, cli, parent: dict[str, Any]
+) -> None:
+    child = doc(cli("new", "det", "--parent", "p", "--no-start", "--json"))
+    work = Path(child["worktree_path"])
+    git(work, "checkout", "-q", "--detach")
+    (work / "d.txt").write_text("on a detached head\n")
+    git(work, "add", "d.txt")
+    git(work, "commit", "-q", "-m", "detached work")
+    record = doc(cli("show", "det", "--json"))["completion"]
+    assert record["head_sha"] == git(work, "rev-parse", "HEAD") and record["detached"] is True
+    assert record["branch_sha"] == child["base_sha"]
+    assert record["ahead"] == 1 and [f["path"] for f in record["files"]] == ["d.txt"]
+
+
+def test_a_restored_child_is_its_parents_child_again(
+    repo: Path, cli, parent: dict[str, Any]
+) -> None:
+    child = doc(cli("new", "rs", "--parent", "p", "--no-start", "--json"))
+    Path(child["worktree_path"], "kept.txt").write_text("kept\n")
+    assert doc(cli("cancel", "rs", "--json"))["state"] == "cancelled"
+    back = doc(cli("restore", "rs", "--json"))
+    assert back["parent_id"] == parent["id"]
+    assert [t["name"] for t in doc(cli("ls", "--children", "p", "--json"))["tasks"]] == ["rs"]
+
+
+@pytest.mark.parametrize("how", ["interrupted", "killed"])
+def test_a_cancel_stopped_before_it_was_answered_is_withdrawn_or_finished_by_doctor(
+    repo: Path, cli, parent: dict[str, Any], pause, how: str
+) -> None:
+    """Provisioning has looked for a cancel for the last time; the cancel asks, then stops:
+    Ctrl-C takes the request back (the task may get its agent), a kill leaves it for doctor,
+    which finishes the cancel instead of leaving a task no agent may ever be given."""
+    import signal
+
+    held = pause("provision.before_settle")
+    spawning = Spawned(["new", "c", "--parent", "p", "--no-start"], repo, held.env)
+    cancelling = None
+    try:
+        held.reached()
+        cancelling = Spawned(["cancel", "c"], repo)
+        end = time.monotonic() + 30
+        while "cancel.requested" not in cli("log", "c").out and time.monotonic() < end:
+            time.sleep(0.05)
+        if how == "interrupted":
+            cancelling.signal(signal.SIGINT)
+            assert cancelling.wait() == 130
+        else:
+            cancelling.kill_group()
+            cancelling.wait()
+        held.go()
+        assert spawning.wait() == 0
+    finally:
+        spawning.close()
+        if cancelling is not None:
+            cancelling.close()
+    assert doc(cli("show", "c", "--json"))["state"] == "provisioned"
+    report = cli("doctor", "--json")
+    if how == "interrupted":
+        assert report.code == 0 and json.loads(report.out)["findings"] == []
+        return
+    assert [f["kind"] for f in json.loads(report.out)["findings"]] == ["interrupted-cancel"]
+    fixed = doc(cli("doctor", "--fix", "--json"))["findings"]
+    assert fixed[0]["fixed"] == "marked cancelled"
+    assert not (repo / ".worktrees" / "c").exists() and "lb/c" not in branches(repo)
+
+
+def test_cancelling_a_child_whose_provisioning_died_mid_setup_stops_what_setup_left(
+    repo: Path, cli, parent: dict[str, Any], tmp_path: Path
+) -> None:
+    import signal
+
+    pidfile = tmp_path / "setup.pid"
+    config(f'[provision]\nsetup = "echo built > built.txt; echo $$ > {pidfile}; exec sleep 60"\n')
+    spawning = Spawned(["new", "c", "--parent", "p", "--no-start"], repo)
+    try:
+        end = time.monotonic() + 30
+        while not pidfile.exists() and time.monotonic() < end:
+            time.sleep(0.05)
+        os.kill(spawning.pid, signal.SIGKILL)  # the provisioning process only: setup lives on
+        spawning.wait()
+    finally:
+        spawning.close()
+    orphan = int(pidfile.read_text())
+    assert running(orphan)  # still running, holding the task's lane
+    done = cli("cancel", "c", "--json")
+    assert doc(done)["state"] == "cancelled" and "kept" not in done.err
+    assert not running(orphan)
+    assert not (repo / ".worktrees" / "c").exists() and "lb/c" not in branches(repo)

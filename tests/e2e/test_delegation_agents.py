@@ -197,22 +197,53 @@ def test_a_cancel_asked_after_provisioning_last_looked_is_refused_by_the_start(
     assert "c" not in panes  # no agent was ever launched for it
 
 
+@pytest.mark.parametrize("then", ["; exec sleep 60", ""], ids=["still-running", "exited"])
 def test_a_start_killed_between_launch_and_record_counts_as_started(
-    repo: Path, cli, agents, server
+    repo: Path, cli, agents, server, then: str
 ) -> None:
+    """The ledger never heard of the agent; its pane, alive or dead, is the proof it ran."""
     doc(cli("new", "p", "--no-start", "--json"))
+    command = f"sh -c 'echo agentwork > w.txt{then}'"
     killed = cli(
-        "new", "c", "--parent", "p", "--cmd", WORKER, "--prompt", "write mine.txt agent",
+        "new", "c", "--parent", "p", "--cmd", command,
         env={"LANEBOARD_FAULT": "agent.before_handoff"},
     )  # fmt: skip
     assert killed.code != 0
-    assert doc(cli("show", "c", "--json"))["state"] == "provisioned"  # the ledger never heard
     work = repo / ".worktrees" / "c"
+    eventually(lambda: (work / "w.txt").exists(), "the agent's file")
+    assert doc(cli("show", "c", "--json"))["state"] == "provisioned"  # the ledger never heard
     done = doc(cli("cancel", "c", "--json"))
     assert done["state"] == "retained"  # its pane was found and stopped, its files kept
-    assert work.is_dir() and "lb/c" in git(repo, "branch", "--list", "lb/c")
+    assert (work / "w.txt").read_text() == "agentwork\n"
+    assert "lb/c" in git(repo, "branch", "--list", "lb/c")
     panes = server.cmd("list-panes", "-a", "-F", "#{pane_dead} #{@laneboard_task}").stdout
     assert not [line for line in panes if line.startswith("0 ") and done["id"] in line]
+
+
+def test_a_task_queued_again_after_its_agent_ran_is_kept_by_cancel(
+    repo: Path, cli, agents, server
+) -> None:
+    agents("max_running = 1")
+    doc(cli("new", "p", "--no-start", "--json"))
+    spawn(cli, "b", "write mine.txt agent ;; commit mine", "--parent", "p")
+    work = repo / ".worktrees" / "b"
+    eventually(lambda: git(work, "log", "-1", "--format=%s") == "mine", "the agent's commit")
+    assert doc(cli("pause", "b", "--json"))["state"] == "paused"
+    spawn(cli, "a", "sleep 60", "--parent", "p")  # takes the one slot
+    assert doc(cli("resume", "b", "--json"))["state"] == "queued"
+    done = doc(cli("cancel", "b", "--json"))
+    assert done["state"] == "retained"
+    assert (work / "mine.txt").read_text() == "agent\n" and git(
+        repo, "log", "-1", "--format=%s", "lb/b"
+    ) == "mine"
+
+
+def test_wait_returns_for_a_child_whose_pane_is_gone(repo: Path, cli, agents, server) -> None:
+    doc(cli("new", "p", "--no-start", "--json"))
+    child = spawn(cli, "c", "sleep 60", "--parent", "p")
+    server.cmd("kill-pane", "-t", child["pane"]["pane_id"])
+    record = doc(cli("wait", "c", "--timeout", "20", "--json"))["completions"][0]
+    assert record["state"] == "running" and record["lost"] is True and record["done"] is True
 
 
 def test_cancelling_a_parent_keeps_its_children_unless_told(

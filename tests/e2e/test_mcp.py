@@ -68,6 +68,7 @@ async def test_a_coordinator_delegates_waits_and_reviews_over_mcp(
             )
             assert made["parent_id"] == parent["id"] and made["base_sha"] == parent["base_sha"]
         slow = await call(session, "delegate", name="c3", prompt="sleep 60", command=WORKER)
+        assert "still at work after 0s" in await refused(session, "wait", names=["c3"], timeout=0)
         done = await call(session, "wait", names=["c1", "c2"], timeout=30)
         records = {c["name"]: c for c in done["completions"]}
         assert set(records) == {"c1", "c2"}
@@ -80,7 +81,7 @@ async def test_a_coordinator_delegates_waits_and_reviews_over_mcp(
         assert shown["completion"]["head_sha"] == records["c1"]["head_sha"]
         reviewed = await call(session, "review", name="c1")
         assert [f["path"] for f in reviewed["files"]] == ["c1.txt"]
-        sent = await call(session, "send", name="c3", text="hello", when_idle=False)
+        sent = await call(session, "send", name="c3", text="-v hello", when_idle=False)
         assert sent["name"] == "c3"
         cancelled = await call(session, "cancel", name="c3")
         assert cancelled["state"] == "retained" and cancelled["id"] == slow["id"]
@@ -89,6 +90,9 @@ async def test_a_coordinator_delegates_waits_and_reviews_over_mcp(
         assert "not a task below coord" in await refused(session, "cancel", name="coord")
         taken = await refused(session, "delegate", name="c1", prompt="again", command=WORKER)
         assert "taken" in taken
+        # What the caller types is never taken for an option, and a bad call is one line.
+        assert "name" in await refused(session, "delegate", name="--help", prompt="x")
+        assert "at least one" in await refused(session, "wait", names=[])
     assert doc(cli("show", "other", "--json"))["state"] == "provisioned"
     assert git(repo, "rev-parse", "lb/coord") == parent["base_sha"]  # nothing was merged
 
