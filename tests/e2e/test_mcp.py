@@ -81,7 +81,7 @@ async def test_a_coordinator_delegates_waits_and_reviews_over_mcp(
         assert shown["completion"]["head_sha"] == records["c1"]["head_sha"]
         reviewed = await call(session, "review", name="c1")
         assert [f["path"] for f in reviewed["files"]] == ["c1.txt"]
-        sent = await call(session, "send", name="c3", text="-v hello", when_idle=False)
+        sent = await call(session, "send", name="c3", text="-v", when_idle=False)
         assert sent["name"] == "c3"
         cancelled = await call(session, "cancel", name="c3")
         assert cancelled["state"] == "retained" and cancelled["id"] == slow["id"]
