@@ -218,3 +218,19 @@ def agents(server, repo: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[...,
 
     configure()
     return configure
+
+
+@pytest.fixture
+def workers(agents):  # type: ignore[no-untyped-def]
+    """Agents on the test's tmux server, and the fake worker as the `worker` profile (its
+    prompt passed on its command line). Call it with `[agents]` lines to change them."""
+
+    from tests.fakes.worker import PROFILE
+
+    def configure(agents_lines: str = "") -> None:
+        agents(agents_lines)
+        config = Path(os.environ["LANEBOARD_HOME"]) / "config.toml"
+        config.write_text(config.read_text() + PROFILE)
+
+    configure()
+    return configure

@@ -42,11 +42,11 @@ def eventually(check: Any, what: str, deadline: float = 30.0, on_fail: Any = Non
 
 
 def spawn(cli, name: str, steps: str, *extra: str) -> dict[str, Any]:
-    return doc(cli("new", name, "--cmd", WORKER, "--prompt", steps, *extra, "--json"))
+    return doc(cli("new", name, "--agent", "worker", "--prompt", steps, *extra, "--json"))
 
 
 def test_a_coordinator_fans_out_three_children_from_its_pane_and_collects_their_records(
-    repo: Path, cli, agents, server
+    repo: Path, cli, workers, server
 ) -> None:
     steps = " ;; ".join(
         [
@@ -102,7 +102,7 @@ def test_a_coordinator_fans_out_three_children_from_its_pane_and_collects_their_
 
 
 def test_wait_times_out_naming_who_is_at_work_and_any_returns_the_first(
-    repo: Path, cli, agents, server
+    repo: Path, cli, workers, server
 ) -> None:
     doc(cli("new", "p", "--no-start", "--json"))
     spawn(cli, "slow", "sleep 60", "--parent", "p")
@@ -116,7 +116,7 @@ def test_wait_times_out_naming_who_is_at_work_and_any_returns_the_first(
     assert timed.code == 75 and "slow (running)" in timed.err
 
 
-def test_cancel_after_the_agent_started_keeps_every_file(repo: Path, cli, agents, server) -> None:
+def test_cancel_after_the_agent_started_keeps_every_file(repo: Path, cli, workers, server) -> None:
     doc(cli("new", "p", "--no-start", "--json"))
     child = spawn(
         cli,
@@ -139,12 +139,12 @@ def test_cancel_after_the_agent_started_keeps_every_file(repo: Path, cli, agents
 
 @pytest.mark.parametrize("point", ["agent.before_handoff", "agent.after_handoff"])
 def test_a_late_cancel_at_the_handoff_never_removes_what_the_agent_owns(
-    repo: Path, cli, agents, server, pause, point: str
+    repo: Path, cli, workers, server, pause, point: str
 ) -> None:
     doc(cli("new", "p", "--no-start", "--json"))
     held = pause(point)
     starting = Spawned(
-        ["new", "c", "--parent", "p", "--cmd", WORKER, "--prompt", "write mine.txt agent"],
+        ["new", "c", "--parent", "p", "--agent", "worker", "--prompt", "write mine.txt agent"],
         repo,
         held.env,
     )
@@ -169,14 +169,14 @@ def test_a_late_cancel_at_the_handoff_never_removes_what_the_agent_owns(
 
 
 def test_a_cancel_asked_after_provisioning_last_looked_is_refused_by_the_start(
-    repo: Path, cli, agents, server, pause
+    repo: Path, cli, workers, server, pause
 ) -> None:
     """The other side of the handoff: provisioning has made its last check, the cancel asks,
     then provisioning settles; the start must not hand the worktree to an agent."""
     doc(cli("new", "p", "--no-start", "--json"))
     held = pause("provision.before_settle")
     starting = Spawned(
-        ["new", "c", "--parent", "p", "--cmd", WORKER, "--prompt", "sleep 60"], repo, held.env
+        ["new", "c", "--parent", "p", "--agent", "worker", "--prompt", "sleep 60"], repo, held.env
     )
     cancelling: Spawned | None = None
     try:
@@ -199,7 +199,7 @@ def test_a_cancel_asked_after_provisioning_last_looked_is_refused_by_the_start(
 
 @pytest.mark.parametrize("then", ["; exec sleep 60", ""], ids=["still-running", "exited"])
 def test_a_start_killed_between_launch_and_record_counts_as_started(
-    repo: Path, cli, agents, server, then: str
+    repo: Path, cli, workers, server, then: str
 ) -> None:
     """The ledger never heard of the agent; its pane, alive or dead, is the proof it ran."""
     doc(cli("new", "p", "--no-start", "--json"))
@@ -221,9 +221,9 @@ def test_a_start_killed_between_launch_and_record_counts_as_started(
 
 
 def test_a_task_queued_again_after_its_agent_ran_is_kept_by_cancel(
-    repo: Path, cli, agents, server
+    repo: Path, cli, workers, server
 ) -> None:
-    agents("max_running = 1")
+    workers("max_running = 1")
     doc(cli("new", "p", "--no-start", "--json"))
     spawn(cli, "b", "write mine.txt agent ;; commit mine", "--parent", "p")
     work = repo / ".worktrees" / "b"
@@ -238,7 +238,7 @@ def test_a_task_queued_again_after_its_agent_ran_is_kept_by_cancel(
     ) == "mine"
 
 
-def test_wait_returns_for_a_child_whose_pane_is_gone(repo: Path, cli, agents, server) -> None:
+def test_wait_returns_for_a_child_whose_pane_is_gone(repo: Path, cli, workers, server) -> None:
     doc(cli("new", "p", "--no-start", "--json"))
     child = spawn(cli, "c", "sleep 60", "--parent", "p")
     server.cmd("kill-pane", "-t", child["pane"]["pane_id"])
@@ -247,7 +247,7 @@ def test_wait_returns_for_a_child_whose_pane_is_gone(repo: Path, cli, agents, se
 
 
 def test_cancelling_a_parent_keeps_its_children_unless_told(
-    repo: Path, cli, agents, server
+    repo: Path, cli, workers, server
 ) -> None:
     doc(cli("new", "p", "--no-start", "--json"))
     spawn(cli, "c1", "sleep 60", "--parent", "p")

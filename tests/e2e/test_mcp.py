@@ -41,7 +41,7 @@ async def refused(session: Any, tool: str, **arguments: Any) -> str:
 
 
 async def test_a_coordinator_delegates_waits_and_reviews_over_mcp(
-    repo: Path, cli, agents, server
+    repo: Path, cli, workers, server
 ) -> None:
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
@@ -64,10 +64,10 @@ async def test_a_coordinator_delegates_waits_and_reviews_over_mcp(
                 "delegate",
                 name=f"c{n}",
                 prompt=f"write c{n}.txt {n} ;; commit c{n} ;; check unit pass ;; exit 0",
-                command=WORKER,
+                agent="worker",
             )
             assert made["parent_id"] == parent["id"] and made["base_sha"] == parent["base_sha"]
-        slow = await call(session, "delegate", name="c3", prompt="sleep 60", command=WORKER)
+        slow = await call(session, "delegate", name="c3", prompt="sleep 60", agent="worker")
         assert "still at work after 0s" in await refused(session, "wait", names=["c3"], timeout=0)
         done = await call(session, "wait", names=["c1", "c2"], timeout=30)
         records = {c["name"]: c for c in done["completions"]}
@@ -88,7 +88,7 @@ async def test_a_coordinator_delegates_waits_and_reviews_over_mcp(
         # Its own subtree only: not the task beside it, not itself.
         assert "not a task below coord" in await refused(session, "status", name=other["id"])
         assert "not a task below coord" in await refused(session, "cancel", name="coord")
-        taken = await refused(session, "delegate", name="c1", prompt="again", command=WORKER)
+        taken = await refused(session, "delegate", name="c1", prompt="again", agent="worker")
         assert "taken" in taken
         # What the caller types is never taken for an option, and a bad call is one line.
         assert "name" in await refused(session, "delegate", name="--help", prompt="x")
@@ -98,14 +98,14 @@ async def test_a_coordinator_delegates_waits_and_reviews_over_mcp(
 
 
 async def test_an_agent_in_a_confined_pane_delegates_through_its_own_mcp_server(
-    repo: Path, cli, agents, server
+    repo: Path, cli, workers, server
 ) -> None:
     """The server is started by the agent's client in its worktree with a bare environment: it
     finds its task by its working directory and spawns the child outside the sandbox."""
     import asyncio
 
     steps = "mcp got.json k1 write k.txt K ; commit k ; check unit pass ; exit 0 ;; exit 0"
-    made = doc(cli("new", "coord", "--cmd", WORKER, "--prompt", steps, "--json"))
+    made = doc(cli("new", "coord", "--agent", "worker", "--prompt", steps, "--json"))
     assert made["confined"] is True, made["confine_note"]
     got = Path(made["worktree_path"]) / "got.json"
     for _ in range(600):

@@ -1,6 +1,6 @@
 """A stand-in for a coding agent that works and delegates as a script says, for the delegation
-tests: started by `--cmd`, it takes its prompt typed (as laneboard gives a custom command's
-first prompt), runs the steps it names and exits.
+tests: run as the `worker` profile (`worker.py -- PROMPT`, the way laneboard passes an `argv`
+prompt) or by `--cmd` (the prompt typed into it), it runs the steps its prompt names and exits.
 
 The prompt is steps separated by ` ;; ` (or ` ; ` when it has no ` ;; `, which is how a
 coordinator nests a child's steps in a `spawn`):
@@ -8,8 +8,8 @@ coordinator nests a child's steps in a `spawn`):
   `commit MESSAGE`       `git add -A` and commit
   `check NAME RESULT`    `laneboard signal --check NAME=RESULT`
   `say TEXT`             `laneboard signal --message TEXT`
-  `spawn NAME STEPS`     `laneboard new NAME --cmd <this worker> --prompt STEPS` (no --parent:
-                         the task comes from `LANEBOARD_TASK`, as in a real agent's shell)
+  `spawn NAME STEPS`     `laneboard new NAME --agent worker --prompt STEPS` (no --parent: the
+                         task comes from `LANEBOARD_TASK`, as in a real agent's shell)
   `wait FILE NAMES...`   `laneboard wait NAMES --json`, its document into FILE (and its exit
                          code into FILE.code)
   `mcp FILE NAME STEPS`  as an agent's MCP client does: start `laneboard mcp` in this worktree
@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 SELF = [sys.executable, os.path.abspath(__file__)]
+PROFILE = f"[agents.profiles.worker]\ncommand = {json.dumps(SELF)}\n"
+"""The config table that makes this worker the `worker` profile."""
 LANEBOARD = [sys.executable, "-m", "laneboard"]
 
 
@@ -59,7 +60,7 @@ def step(words: str) -> int | None:
         laneboard("signal", "--message", rest)
     elif command == "spawn":
         name, _, steps = rest.partition(" ")
-        laneboard("new", name, "--cmd", shlex.join(SELF), "--prompt", steps)
+        laneboard("new", name, "--agent", "worker", "--prompt", steps)
     elif command == "wait":
         target, *names = rest.split()
         done = laneboard("wait", *names, "--json", "--timeout", "60")
@@ -87,7 +88,7 @@ async def over_mcp(name: str, steps: str) -> dict[str, object]:
         await session.initialize()
         found: dict[str, object] = {}
         for tool, arguments in (
-            ("delegate", {"name": name, "prompt": steps, "command": shlex.join(SELF)}),
+            ("delegate", {"name": name, "prompt": steps, "agent": "worker"}),
             ("wait", {"names": [name], "timeout": 60}),
         ):
             result = await session.call_tool(tool, arguments)
@@ -99,7 +100,8 @@ async def over_mcp(name: str, steps: str) -> dict[str, object]:
 
 def main() -> int:
     print("worker ready", flush=True)
-    line = sys.stdin.readline().strip()
+    given = sys.argv[sys.argv.index("--") + 1 :] if "--" in sys.argv else []
+    line = " ".join(given) if given else sys.stdin.readline().strip()
     print(f"prompt: {line}", flush=True)
     separator = " ;; " if " ;; " in line else " ; "
     for words in line.split(separator):

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from laneboard.core.domain.values import FrozenError, asdict, field, fields, replace, value
@@ -46,6 +46,7 @@ class Reference:
     tags: tuple[str, ...] = ()
 
 
+@settings(max_examples=30)  # equality, hashing and repr of three fields: a few dozen suffice
 @given(st.integers(), st.integers(), st.lists(st.text(max_size=3), max_size=3).map(tuple))
 def test_it_agrees_with_a_frozen_dataclass(x: int, y: int, tags: tuple[str, ...]) -> None:
     ours, theirs = Point(x, y, tags), Reference(x, y, tags)
