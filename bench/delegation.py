@@ -47,6 +47,8 @@ def main() -> None:
         env = isolated_env(base, ROOT)
         env["LANEBOARD_TMUX_SOCKET"] = f"lb-bench-{os.getpid()}"
         (base / "gitconfig").write_text("[user]\n\tname = b\n\temail = b@b\n")
+        (base / "lbhome").mkdir()
+        (base / "lbhome" / "config.toml").write_text("[delegation]\nmax_children = 1000\n")
         repo = base / "repo"
         repo.mkdir()
         for n in range(args.files):
