@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis.configuration import set_hypothesis_home_dir
@@ -40,6 +40,8 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FAKE = [sys.executable, str(REPO_ROOT / "tests" / "fakes" / "claude.py")]
 """The fake Claude Code (`tests/fakes/claude.py`) as an agent profile's command."""
+WORKER = " ".join([sys.executable, str(REPO_ROOT / "tests" / "fakes" / "worker.py")])
+"""The fake worker (`tests/fakes/worker.py`) as a `--cmd` command line."""
 DEADLINE = 30.0
 """Seconds any single laneboard command of a test may take before the test fails."""
 
@@ -167,6 +169,13 @@ def _in_process(args: list[str], cwd: Path, env: dict[str, str]) -> CliResult:
         os.environ.clear()
         os.environ.update(saved_env)
     return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def doc(result: CliResult) -> dict[str, Any]:
+    """The JSON document a command printed; the test fails with its stderr if it failed."""
+    assert result.code == 0, result.err
+    document: dict[str, Any] = json.loads(result.out)
+    return document
 
 
 @pytest.fixture

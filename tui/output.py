@@ -243,22 +243,9 @@ def completion_text(done: Completion) -> str:
     ahead = f"{done.ahead} commit(s) ahead of {task.base_sha[:12]}"
     plus = sum(f.added or 0 for f in done.files)
     minus = sum(f.removed or 0 for f in done.files)
-    if done.worktree_problem:
-        holds = done.worktree_problem
-    elif done.clean:
-        holds = "clean"
-    else:
-        parts = [
-            f"{len(items)} {word}"
-            for items, word in (
-                (done.conflicted, "conflicted"),
-                (done.staged, "staged"),
-                (done.modified, "modified"),
-                (done.untracked, "untracked"),
-            )
-            if items
-        ]
-        holds = ", ".join(parts)
+    holds = done.worktree_problem or counts_text(
+        len(done.staged), len(done.modified), len(done.untracked), len(done.conflicted)
+    )
     lines = [
         f"{task.name} ({task.id}): {task.state.value}",
         f"  branch    {task.branch} at {(done.branch_sha or '(gone)')[:12]}, {ahead}",
@@ -404,6 +391,21 @@ def emit_json(document: dict[str, Any]) -> None:
 # --- text ----------------------------------------------------------------------------------
 
 
+def counts_text(staged: int, modified: int, untracked: int, conflicted: int) -> str:
+    """`2 staged, 1 modified, 3 untracked, 1 conflicted` (the ones there are), or `clean`."""
+    parts = [
+        f"{n} {label}"
+        for n, label in (
+            (staged, "staged"),
+            (modified, "modified"),
+            (untracked, "untracked"),
+            (conflicted, "conflicted"),
+        )
+        if n
+    ]
+    return ", ".join(parts) or "clean"
+
+
 def git_text(state: GitState | None) -> str:
     """`clean`, or counts: `2 staged, 1 modified, 3 untracked, 1 conflicted`; then `↑2 ↓1`
     against the target."""
@@ -411,17 +413,7 @@ def git_text(state: GitState | None) -> str:
         return ""
     if not state.present:
         return f"({state.problem})" if state.problem else "(gone)"
-    parts = [
-        f"{n} {label}"
-        for n, label in (
-            (state.staged, "staged"),
-            (state.modified, "modified"),
-            (state.untracked, "untracked"),
-            (state.conflicted, "conflicted"),
-        )
-        if n
-    ]
-    text = ", ".join(parts) or "clean"
+    text = counts_text(state.staged, state.modified, state.untracked, state.conflicted)
     if state.ahead is not None and state.behind is not None:
         text += f", {state.ahead} ahead, {state.behind} behind"
     return text

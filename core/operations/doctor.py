@@ -9,6 +9,7 @@ prove is laneboard's is reported and left alone.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from laneboard.core.adapters import locks, procs
@@ -331,16 +332,7 @@ def _interrupted_cancel(
     taken = _take_over(ledger, task, fix, "cancel", detail)
     if isinstance(taken, Finding):
         return taken
-    try:
-        done = undo(ctx, ledger, taken, actor)
-    except LaneboardError as err:
-        reasons = "; ".join([str(err), *err.details])
-        return Finding(
-            "interrupted-cancel", detail, task.name, task.id, fixed=f"not fixed: {reasons}"
-        )
-    return Finding(
-        "interrupted-cancel", detail, task.name, task.id, fixed=f"marked {done.state.value}"
-    )
+    return _cancel_fixed(task, detail, lambda: undo(ctx, ledger, taken, actor))
 
 
 def _unanswered_cancel(
@@ -353,8 +345,15 @@ def _unanswered_cancel(
     detail = "a cancel was asked and never finished; --fix cancels it (`laneboard cancel`)"
     if not fix:
         return Finding("interrupted-cancel", detail, task.name, task.id)
+    return _cancel_fixed(
+        task, detail, lambda: cancel.cancel(ctx, ledger, runtime, task, actor, timeout=0)
+    )
+
+
+def _cancel_fixed(task: Task, detail: str, finish: Callable[[], Task]) -> Finding:
+    """The `interrupted-cancel` finding after `finish` ran: the state it left, or why not."""
     try:
-        done = cancel.cancel(ctx, ledger, runtime, task, actor, timeout=0)
+        done = finish()
     except LaneboardError as err:
         reasons = "; ".join([str(err), *err.details])
         return Finding(

@@ -21,12 +21,13 @@ from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.agents import AgentState, State
 from laneboard.core.domain.errors import LaneboardError, WaitTimeout
 from laneboard.core.domain.models import Actor, Task, TaskState
-from laneboard.core.domain.runtime import PaneRef, Runtime, pane_of, pane_state, same_pane
+from laneboard.core.domain.runtime import PaneRef, pane_of, pane_state, same_pane
 from laneboard.core.domain.views import Outcome
 from laneboard.core.operations import agents
+from laneboard.core.service.parts import ServicePart
 
 if TYPE_CHECKING:
-    from laneboard.core.adapters.ledger import Ledger
+    pass
 
 SIGNALS = ("working", "waiting", "idle", "done")
 """What `laneboard signal --state` accepts."""
@@ -35,19 +36,8 @@ PAUSABLE = (TaskState.RUNNING,)
 RESUMABLE = (TaskState.PAUSED, TaskState.RETAINED, TaskState.READY_FOR_REVIEW, TaskState.RUNNING)
 
 
-class AgentCommands:
+class AgentCommands(ServicePart):
     """Agent commands over the service's ledger and runtime (mixed into `Service`)."""
-
-    actor: Actor
-
-    if TYPE_CHECKING:
-
-        @property
-        def runtime(self) -> Runtime: ...
-
-        def _ledger(self) -> Ledger: ...
-        def _open(self, where: Path | str | int) -> RepoContext: ...
-        def _live(self, ctx: RepoContext, ref: str) -> Task: ...
 
     # --- starting --------------------------------------------------------------------------
 

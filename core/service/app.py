@@ -62,14 +62,11 @@ from laneboard.core.domain.views import (
 )
 from laneboard.core.service.agents import AgentCommands
 from laneboard.core.service.delegation import DelegationCommands
+from laneboard.core.service.parts import OnOutput, OnWait, RepoRef
 from laneboard.core.service.review import ReviewCommands
 
 __all__ = ["Cancel", "NotARepository", "NotRegistered", "RepoRef", "Service", "UnknownTask"]
 
-RepoRef = Path | str | int
-"""A repository: a path inside it (its root or any of its worktrees), or its ledger id."""
-OnWait = Callable[[Lease], None] | None
-OnOutput = Callable[[bytes], None] | None
 ID_PREFIX = 4
 """A task id may be shortened to a unique prefix of at least this many hex digits."""
 

@@ -18,13 +18,12 @@ from typing import TYPE_CHECKING, Literal
 from laneboard.core.adapters.leases import Cancel, Cancelled
 from laneboard.core.domain.errors import LaneboardError, WaitTimeout
 from laneboard.core.domain.lanes import Lease
-from laneboard.core.domain.models import Actor, Task, TaskState
-from laneboard.core.domain.runtime import Runtime
+from laneboard.core.domain.models import Task, TaskState
 from laneboard.core.domain.views import Completion, Outcome
+from laneboard.core.service.parts import ServicePart
 
 if TYPE_CHECKING:
-    from laneboard.core.adapters.ledger import Ledger
-    from laneboard.core.adapters.repo import RepoContext
+    pass
 
 CHECK_RESULTS = ("pass", "fail")
 Wake = Callable[[float], None]
@@ -36,21 +35,8 @@ its screen writes no file."""
 MAX_DEPTH_WALK = 64
 
 
-class DelegationCommands:
+class DelegationCommands(ServicePart):
     """Delegation commands over the service's ledger and runtime (mixed into `Service`)."""
-
-    actor: Actor
-
-    if TYPE_CHECKING:
-
-        @property
-        def runtime(self) -> Runtime: ...
-
-        def _ledger(self) -> Ledger: ...
-        def _open(self, where: Path | str | int) -> RepoContext: ...
-        def _find(self, ctx: RepoContext, ref: str) -> Task: ...
-        def _live(self, ctx: RepoContext, ref: str) -> Task: ...
-        def reconcile(self, *, record: bool = False) -> list[Task]: ...
 
     # --- the tree ------------------------------------------------------------------------------
 

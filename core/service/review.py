@@ -8,26 +8,19 @@ the wait (nothing has changed then).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from laneboard.core.adapters.leases import Cancel
-from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.cleanup import Refused
 from laneboard.core.domain.errors import LaneboardError
-from laneboard.core.domain.lanes import Lease
-from laneboard.core.domain.models import Actor, Repo, Task, TaskState
+from laneboard.core.domain.models import Repo, Task, TaskState
 from laneboard.core.domain.review import Radar, Review
 from laneboard.core.domain.views import Outcome
+from laneboard.core.service.parts import OnOutput, OnWait, RepoRef, ServicePart
 
 if TYPE_CHECKING:
-    from laneboard.core.adapters.ledger import Ledger
-    from laneboard.core.domain.runtime import Runtime
+    pass
 
-RepoRef = Path | str | int
-OnWait = Callable[[Lease], None] | None
-OnOutput = Callable[[bytes], None] | None
 
 FINALIZABLE = (
     TaskState.PROVISIONED,
@@ -40,28 +33,11 @@ FINALIZABLE = (
 """States finalize accepts (a running one only once its agent has ended)."""
 
 
-class ReviewCommands:
+class ReviewCommands(ServicePart):
     """Review, radar and integration; `Service` provides the connections and lookups."""
-
-    actor: Actor
 
     if TYPE_CHECKING:
 
-        @property
-        def runtime(self) -> Runtime: ...
-
-        def _ledger(self) -> Ledger: ...
-        def _open(
-            self,
-            where: RepoRef,
-            *,
-            register: bool = False,
-            on_wait: OnWait = None,
-            cancel: Cancel | None = None,
-            on_output: OnOutput = None,
-        ) -> RepoContext: ...
-        def _find(self, ctx: RepoContext, ref: str) -> Task: ...
-        def _live(self, ctx: RepoContext, ref: str) -> Task: ...
         def discard(
             self,
             where: RepoRef,

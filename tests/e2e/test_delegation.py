@@ -12,14 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import git
+from tests.conftest import doc, git
 from tests.procs import Spawned
-
-
-def doc(result: Any) -> dict[str, Any]:
-    assert result.code == 0, result.err
-    document: dict[str, Any] = json.loads(result.out)
-    return document
 
 
 def config(lines: str) -> None:
@@ -40,6 +34,18 @@ def running(pid: int) -> bool:
 
 def branches(repo: Path) -> set[str]:
     return set(git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads").split())
+
+
+def cancel_while_held(cli, repo: Path, held: Any) -> tuple[Spawned, Spawned, Any]:  # type: ignore[no-untyped-def]
+    """`new c --parent p` held at `held`'s point, and a `cancel c` that has asked (its request
+    is in the journal) and now waits for the provisioning process to stop."""
+    spawning = Spawned(["new", "c", "--parent", "p", "--no-start"], repo, held.env)
+    held.reached()
+    cancelling = Spawned(["cancel", "c"], repo)
+    end = time.monotonic() + 30
+    while "cancel.requested" not in cli("log", "c").out and time.monotonic() < end:
+        time.sleep(0.05)  # the journal is the only sign the cancel has asked
+    return spawning, cancelling, held
 
 
 @pytest.fixture
@@ -209,22 +215,14 @@ def test_a_child_killed_mid_setup_and_then_cancelled_is_undone_not_finished(
 def test_after_a_crash_doctor_undoes_a_provisioning_that_was_being_cancelled(
     repo: Path, cli, parent: dict[str, Any], pause
 ) -> None:
-    held = pause("provision.after_copy")
-    spawning = Spawned(["new", "c", "--parent", "p", "--no-start"], repo, held.env)
-    cancelling = None
+    spawning, cancelling, _held = cancel_while_held(cli, repo, pause("provision.after_copy"))
     try:
-        held.reached()
-        cancelling = Spawned(["cancel", "c"], repo)
-        end = time.monotonic() + 30
-        while "cancel.requested" not in cli("log", "c").out and time.monotonic() < end:
-            time.sleep(0.05)
         cancelling.kill_group()  # the power goes: both die, the cancel asked
         spawning.kill_group()
         spawning.wait()
     finally:
         spawning.close()
-        if cancelling is not None:
-            cancelling.close()
+        cancelling.close()
     fixed = doc(cli("doctor", "--fix", "--json"))["findings"]
     assert [(f["kind"], f["fixed"]) for f in fixed] == [
         ("interrupted-provisioning", "marked cancelled")
@@ -357,15 +355,8 @@ def test_a_cancel_stopped_before_it_was_answered_is_withdrawn_or_finished_by_doc
     which finishes the cancel instead of leaving a task no agent may ever be given."""
     import signal
 
-    held = pause("provision.before_settle")
-    spawning = Spawned(["new", "c", "--parent", "p", "--no-start"], repo, held.env)
-    cancelling = None
+    spawning, cancelling, held = cancel_while_held(cli, repo, pause("provision.before_settle"))
     try:
-        held.reached()
-        cancelling = Spawned(["cancel", "c"], repo)
-        end = time.monotonic() + 30
-        while "cancel.requested" not in cli("log", "c").out and time.monotonic() < end:
-            time.sleep(0.05)
         if how == "interrupted":
             cancelling.signal(signal.SIGINT)
             assert cancelling.wait() == 130
@@ -376,8 +367,7 @@ def test_a_cancel_stopped_before_it_was_answered_is_withdrawn_or_finished_by_doc
         assert spawning.wait() == 0
     finally:
         spawning.close()
-        if cancelling is not None:
-            cancelling.close()
+        cancelling.close()
     assert doc(cli("show", "c", "--json"))["state"] == "provisioned"
     report = cli("doctor", "--json")
     if how == "interrupted":

@@ -7,26 +7,16 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import REPO_ROOT, git
+from tests.conftest import WORKER, doc, git
 from tests.procs import Spawned
 
 pytestmark = pytest.mark.tmux
-
-WORKER = shlex.join([sys.executable, str(REPO_ROOT / "tests" / "fakes" / "worker.py")])
-
-
-def doc(result: Any) -> dict[str, Any]:
-    assert result.code == 0, result.err
-    document: dict[str, Any] = json.loads(result.out)
-    return document
 
 
 def eventually(check: Any, what: str, deadline: float = 30.0, on_fail: Any = None) -> Any:
@@ -118,13 +108,9 @@ def test_wait_times_out_naming_who_is_at_work_and_any_returns_the_first(
 
 def test_cancel_after_the_agent_started_keeps_every_file(repo: Path, cli, workers, server) -> None:
     doc(cli("new", "p", "--no-start", "--json"))
-    child = spawn(
-        cli,
-        "c",
-        "write work.txt mine ;; commit wip ;; write loose.txt uncommitted",
-        "--parent",
-        "p",
-    )
+    steps = "write work.txt mine ;; commit wip ;; write loose.txt uncommitted"
+    # By --cmd: its first prompt is typed into it (the other way a prompt reaches an agent).
+    child = doc(cli("new", "c", "--parent", "p", "--cmd", WORKER, "--prompt", steps, "--json"))
     work = Path(child["worktree_path"])
     eventually(lambda: (work / "loose.txt").exists(), "the child's work")
     tip = git(work, "rev-parse", "HEAD")

@@ -5,25 +5,15 @@ records, look at one, send to one, cancel one, and be refused outside its own su
 from __future__ import annotations
 
 import json
-import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import REPO_ROOT, git
+from tests.conftest import doc, git
 from tests.procs import LANEBOARD, laneboard_env
 
 pytestmark = pytest.mark.tmux
-
-WORKER = shlex.join([sys.executable, str(REPO_ROOT / "tests" / "fakes" / "worker.py")])
-
-
-def doc(result: Any) -> dict[str, Any]:
-    assert result.code == 0, result.err
-    document: dict[str, Any] = json.loads(result.out)
-    return document
 
 
 async def call(session: Any, tool: str, **arguments: Any) -> dict[str, Any]:

@@ -231,6 +231,15 @@ def test_a_stubborn_agent_is_stopped_after_the_grace(
     repo: Path, cli, agents, server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     agents("stop_grace = 0.5", 'env = { FAKE_CLAUDE_IGNORE_TERM = "1" }')
+    session = agent_with_helper(cli, server)
+    began = time.monotonic()
+    assert cli("pause", "t").code == 0
+    assert time.monotonic() - began < 5
+    assert _session_members(session) == []
+
+
+def agent_with_helper(cli, server) -> int:  # type: ignore[no-untyped-def]
+    """Task `t`'s agent, idle, with a helper of its own that ignores SIGTERM; its session."""
     assert cli("new", "t").code == 0
     eventually(lambda: agent_state(cli, "t") == "idle", "idle")
     pane = show(cli, "t")["pane"]["pane_id"]
@@ -239,10 +248,7 @@ def test_a_stubborn_agent_is_stopped_after_the_grace(
     eventually(
         lambda: len(_session_members(session)) == 4, "wrapper, bwrap, the agent and its helper"
     )
-    began = time.monotonic()
-    assert cli("pause", "t").code == 0
-    assert time.monotonic() - began < 5
-    assert _session_members(session) == []
+    return session
 
 
 def _session_members(sid: int) -> list[int]:

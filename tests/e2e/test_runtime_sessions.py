@@ -23,6 +23,7 @@ from tests.e2e.test_runtime import (
     _a_turn_and_a_question,
     _session_members,
     agent_state,
+    agent_with_helper,
     eventually,
     screen,
     show,
@@ -163,14 +164,7 @@ def test_a_first_prompt_is_typed_once_an_agent_without_a_prompt_flag_has_settled
 
 
 def test_an_agent_that_quits_leaves_no_helper_behind(repo: Path, cli, agents, server) -> None:
-    assert cli("new", "t").code == 0
-    eventually(lambda: agent_state(cli, "t") == "idle", "idle")
-    pane = show(cli, "t")["pane"]["pane_id"]
-    session = int(server.cmd("display-message", "-p", "-t", pane, "#{pane_pid}").stdout[0])
-    assert cli("send", "t", "spawn").code == 0
-    eventually(
-        lambda: len(_session_members(session)) == 4, "wrapper, bwrap, the agent and its helper"
-    )
+    session = agent_with_helper(cli, server)
     assert cli("pause", "t").code == 0  # the agent obeys SIGTERM; its helper does not
     assert _session_members(session) == []
 
