@@ -23,7 +23,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from laneboard.core.domain.errors import LaneboardError, UsageError
+from laneboard.core.domain.errors import LaneboardError, UsageError, WaitTimeout
 from laneboard.core.domain.models import Task, TaskState
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 def _command(args: argparse.Namespace) -> list[str] | None:
     import shlex
 
-    if not args.agent_command:
+    if args.agent_command is None:
         return None
     if args.agent:
         raise UsageError("give --agent or --cmd, not both")
@@ -196,9 +196,11 @@ def _child_line(task: Task) -> str:
 
 
 def _outside(args: argparse.Namespace, parent: str | None) -> int | None:
-    """Inside a confined pane, `git worktree add` cannot write the repository's metadata, so a
-    command that creates or removes worktrees runs outside the sandbox, through the tmux
-    server the pane runs on (`laneboard.tui.outside`); None when it can run here."""
+    """Inside a confined pane, git cannot write the repository's metadata (`worktree add`,
+    `remove`, a scratch worktree) nor another task's worktree, so a command that creates,
+    removes or changes those (new, cancel, retry, discard, restore, finalize, rebase) runs
+    outside the sandbox, through the tmux server the pane runs on (`laneboard.tui.outside`);
+    None when it can run here."""
     from laneboard.tui import outside
 
     if not outside.confined_here():
@@ -213,10 +215,14 @@ def cmd_wait(args: argparse.Namespace) -> int:
     tasks = [service.resolve(_where(args), name) for name in args.names]
     if args.timeout is not None and not (0 <= args.timeout < float("inf")):
         raise UsageError("--timeout must be a finite number of seconds, 0 or more")
-    with changes.Feed.for_service(service) as feed:
-        done = service.wait(tasks, any_=args.any_, timeout=args.timeout, wake=feed.wait)
-    finished = {c.task.id for c in done}
-    pending = [service.task_by_id(t.id) for t in tasks if t.id not in finished]
+    try:
+        with changes.Feed.for_service(service) as feed:
+            service.wait(tasks, any_=args.any_, timeout=args.timeout, wake=feed.wait)
+    except WaitTimeout:
+        if args.json:  # the records of those that did finish are not lost with the timeout
+            output.emit_json(output.completions_document(*service.finished(tasks)))
+        raise
+    done, pending = service.finished(tasks)
     if args.json:
         output.emit_json(output.completions_document(done, pending))
     else:
@@ -564,6 +570,9 @@ def cmd_retain(args: argparse.Namespace) -> int:
 
 
 def cmd_discard(args: argparse.Namespace) -> int:
+    outside = _outside(args, None)
+    if outside is not None:
+        return outside
     done = _service().discard(_where(args), args.name, force=args.force, on_wait=_print_wait)
     saved = (
         f"; saved in {done.snapshot} (laneboard restore {done.task.name})" if done.snapshot else ""
@@ -572,6 +581,9 @@ def cmd_discard(args: argparse.Namespace) -> int:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
+    outside = _outside(args, None)
+    if outside is not None:
+        return outside
     done = _service().restore(_where(args), args.name, as_name=args.as_name, on_wait=_print_wait)
     return _report(args, done, f"restored at {done.task.worktree_path} on {done.task.branch}")
 
@@ -749,6 +761,9 @@ def cmd_finalize(args: argparse.Namespace) -> int:
     for option, value in given:
         if value is not None and not value.strip():
             raise UsageError(f"{option} needs a value")
+    outside = _outside(args, None)
+    if outside is not None:
+        return outside
     service = _service()
     where = _where(args)
     if args.publish:
@@ -789,6 +804,9 @@ def cmd_finalize(args: argparse.Namespace) -> int:
 
 
 def cmd_rebase(args: argparse.Namespace) -> int:
+    outside = _outside(args, None)
+    if outside is not None:
+        return outside
     done, conflicts = _service().rebase(_where(args), args.name, on_wait=_print_wait)
     if conflicts:
         raise LaneboardError(

@@ -30,6 +30,21 @@ if TYPE_CHECKING:
     from laneboard.core.service.app import Service
 
 WAIT_DEFAULT = 600.0
+TEXT_MAX = 100_000
+"""Bytes a prompt or a sent text may have: it goes on a command line (Linux takes 128 KiB an
+argument)."""
+
+
+def _fits(what: str, text: str) -> str:
+    size = len(text.encode(errors="surrogateescape"))
+    if size > TEXT_MAX:
+        raise LaneboardError(
+            f"the {what} is {size} bytes, more than {TEXT_MAX}: write it to a file in your "
+            "worktree and point to that file"
+        )
+    return text
+
+
 """Seconds `wait` blocks when the caller gives no timeout (MCP clients time requests out)."""
 
 
@@ -128,7 +143,7 @@ def build(scope: Scope) -> Any:
         `agent` picks a profile (claude, codex, gemini, ...), `command` runs a command line
         instead; `target` is the branch it will be merged into (default: your branch).
         Returns the new task's record."""
-        words = ["new", f"--prompt={prompt}"]
+        words = ["new", f"--prompt={_fits('prompt', prompt)}"]
         if root is not None:
             words += ["--parent", root.id]
         else:
@@ -181,7 +196,7 @@ def build(scope: Scope) -> Any:
         never into a busy agent)."""
         task = scope.task(name)
         words = ["send", *(["--when-idle", "--timeout", "300"] if when_idle else [])]
-        words += [*scope.repo_args(task), "--", task.id, text]  # text may start with a dash
+        words += [*scope.repo_args(task), "--", task.id, _fits("text", text)]  # may start with -
         document: dict[str, Any] = await off(cli, words)
         return document
 

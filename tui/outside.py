@@ -1,8 +1,9 @@
 """Running a laneboard command outside the sandbox of a confined pane.
 
-A confined agent cannot write the repository's metadata (`.git/worktrees`, the worktree area),
-so `laneboard new` (a child), `cancel` and `retry` run from inside its pane would fail at `git
-worktree add`. The tmux server the pane runs on is outside the sandbox (docs/confine.md: the
+A confined agent cannot write the repository's metadata (`.git/worktrees`, the worktree area)
+nor another task's worktree, so `laneboard new` (a child), `cancel`, `retry`, `discard`,
+`restore`, `finalize` and `rebase` run from inside its pane would fail at git's first write
+there. The tmux server the pane runs on is outside the sandbox (docs/confine.md: the
 sandbox guards against mistakes; tmux stays reachable), so the command runs there: its argv,
 working directory and environment (the pane's, minus the sandbox's marker and `git` guard) are
 written to a run directory in the state dir, `tmux run-shell -b` starts this module on it, and
@@ -89,8 +90,10 @@ def run(argv: list[str], *, parent: str | None) -> int:
     socket = _socket()
     assert socket is not None  # confined_here() said so
     words = list(argv)
-    if parent is not None and "--parent" not in words and "--no-parent" not in words:
-        words += ["--parent", parent]
+    given = words[: words.index("--")] if "--" in words else words
+    if parent is not None and "--parent" not in given and "--no-parent" not in given:
+        at = words.index("--") if "--" in words else len(words)
+        words[at:at] = ["--parent", parent]  # options before a `--`, never after
     runs = _state_dir() / "outside"
     _sweep(runs)
     place = runs / f"{os.getpid()}-{time.monotonic_ns()}"

@@ -134,6 +134,17 @@ def root_dirty(root: Path) -> list[str]:
     ]
 
 
+def _in_the_way(root: Path, old: str, new: str) -> list[str]:
+    """Paths that `new` adds to `old`'s tree and that already exist in the checkout at `root`:
+    untracked or ignored files a fast-forward would write over (git refuses for an untracked
+    one, but takes an ignored one as expendable)."""
+    out = run_git(
+        ["diff", "--name-only", "-z", "--no-renames", "--diff-filter=A", old, new], cwd=root
+    ).stdout
+    added = [raw.decode(errors="surrogateescape") for raw in out.split(b"\0") if raw]
+    return [path for path in added if os.path.lexists(root / path)]
+
+
 def fast_forward(root: Path, old: str, new: str) -> str | None:
     """Fast-forward the branch checked out at `root` (the repository's root, or a task's
     worktree) from `old` to `new` (`merge --ff-only`, which updates index and files with the
@@ -142,6 +153,13 @@ def fast_forward(root: Path, old: str, new: str) -> str | None:
     head = run_git(["rev-parse", "HEAD"], cwd=root, check=False).stdout.decode().strip()
     if head != old:
         return f"HEAD there is {head[:12]}, not {old[:12]}"
+    in_the_way = _in_the_way(root, old, new)
+    if in_the_way:
+        more = f" and {len(in_the_way) - 5} more" if len(in_the_way) > 5 else ""
+        return (
+            "files there that git does not track would be overwritten (git replaces ignored "
+            f"files without asking): {', '.join(in_the_way[:5])}{more}"
+        )
     found = _git(
         ["merge", "--ff-only", "--no-stat", "--no-edit", "--no-autostash", new],
         root,

@@ -491,7 +491,7 @@ class Integration:
                 self.ctx.git.refresh()
                 if self.ctx.git.branch_tip(target) != old:
                     return False
-                raise Stopped(f"{checkout} could not be fast-forwarded to the result: {problem}")
+                raise Stopped(f"{checkout} could not be fast-forwarded to the result ({problem})")
             message = f"laneboard: finalize {self.task.name} ({self.task.id})"
             problem = update_ref(self.ctx.root, f"refs/heads/{target}", new, old, message)
             if problem is None:

@@ -40,6 +40,7 @@ from laneboard.core.domain.agents import recorded_state
 from laneboard.core.domain.cleanup import Blocker
 from laneboard.core.domain.errors import ConfigError, LaneboardError
 from laneboard.core.domain.lanes import INTEGRATION_LANE, Lease, LeaseState
+from laneboard.core.domain.lifecycle import OWNED
 from laneboard.core.domain.models import Actor, Event, Repo, Task, TaskState
 from laneboard.core.domain.names import TASK_ID, branch_for
 from laneboard.core.domain.runtime import NoRuntime, PaneState, Runtime, pane_of, pane_state
@@ -329,6 +330,10 @@ class Service(AgentCommands, ReviewCommands, DelegationCommands):
         found = self.resolve(where, ref)
         if not found.live:
             raise LaneboardError(f"parent {found.name} is {found.state.value}; it has retired")
+        if found.state in OWNED:
+            raise LaneboardError(
+                f"parent {found.name} is {found.state.value}; a child starts from a settled task"
+            )
         ctx = self._open(found.repo_id)
         verdict = ctx.verify(found)
         if not verdict.ok:

@@ -131,7 +131,6 @@ COMMANDS: tuple[Command, ...] = (
         "retry",
         "provision a failed or cancelled task again (same parent, base SHA, target and agent)",
         (TASK, Arg("--no-start", "provision only; start no agent", "flag")),
-        palette="Retry task",
     ),
     Command(
         "mcp",

@@ -54,17 +54,20 @@ class DelegationCommands(ServicePart):
             return self._find(self._open(where), ref)
 
     def task_at(self, path: Path) -> Task | None:
-        """The live task whose worktree `path` is in (its worktree verified), or None: how a
-        server an agent started in its worktree knows whose subtree it serves."""
+        """The live task whose worktree `path` is in, or None: how a server an agent started in
+        its worktree knows whose subtree it serves. Refused when that worktree fails
+        verification (a forged worktree must not widen anyone's scope to everything)."""
         here = os.path.realpath(path)
         for task in self._ledger().tasks(include_retired=False):
             root = os.path.realpath(task.worktree_path)
             if here == root or here.startswith(root + os.sep):
-                try:
-                    if self._open(task.repo_id).verify(task).ok:
-                        return task
-                except LaneboardError:
-                    return None
+                verdict = self._open(task.repo_id).verify(task)
+                if not verdict.ok:
+                    raise LaneboardError(
+                        f"{path} is in the worktree of {task.name}, which fails verification: "
+                        f"{verdict}"
+                    )
+                return task
         return None
 
     def depth(self, task: Task) -> int:
@@ -79,14 +82,16 @@ class DelegationCommands(ServicePart):
         return self._ledger().children(task.id, include_retired=include_retired)
 
     def descendants(self, task: Task, *, include_retired: bool = True) -> list[Task]:
-        """Every task below `task`, each parent before its children."""
+        """Every task below `task`, each parent before its children; without
+        `include_retired`, the live ones only, found through retired ones too (a live
+        grandchild of a retired child is still below `task`)."""
         found: list[Task] = []
         todo = [task]
         while todo:
-            below = self.children(todo.pop(0), include_retired=include_retired)
+            below = self.children(todo.pop(0))
             found += below
             todo += below
-        return found
+        return found if include_retired else [t for t in found if t.live]
 
     def within(self, root: Task, task: Task) -> bool:
         """`task` is `root` or below it (the scope of a child's MCP server)."""
@@ -147,6 +152,8 @@ class DelegationCommands(ServicePart):
 
         if not tasks:
             raise LaneboardError("name at least one task to wait for")
+        tasks = list({task.id: task for task in tasks}.values())  # each once
+        self._same_servers(tasks)
         ledger = self._ledger()
         end = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -164,7 +171,36 @@ class DelegationCommands(ServicePart):
                 raise Cancelled("waiting was cancelled")
             (wake or time.sleep)(step)
 
+    def _same_servers(self, tasks: list[Task]) -> None:
+        """Refuse to wait for a task whose agent runs on another tmux server than this process
+        talks to: its exit would never be seen from here."""
+        here = self.runtime.socket_path
+        for task in tasks:
+            if task.live and task.tmux_socket and here and task.tmux_socket != here:
+                raise LaneboardError(
+                    f"{task.name}: its agent runs on the tmux server {task.tmux_socket}, not "
+                    f"{here}; set LANEBOARD_TMUX_SOCKET={task.tmux_socket}"
+                )
+
+    def finished(self, tasks: list[Task]) -> tuple[list[Completion], list[Task]]:
+        """The records of those of `tasks` that are done now, and the others (as they are
+        now); what a `wait` that timed out still reports."""
+        from laneboard.core.operations.completion import is_done, is_lost
+
+        now = [self._ledger().task(task.id) for task in {t.id: t for t in tasks}.values()]
+        done = [t for t in now if is_done(t) or is_lost(self.runtime, t)]
+        return [self.completion(t) for t in done], [t for t in now if t not in done]
+
     # --- cancelling and retrying -----------------------------------------------------------
+
+    def cancel_removes(self, task: Task) -> bool:
+        """A cancel of `task` now would remove what it created (no agent was ever handed its
+        worktree), rather than keep everything. What the board's dialog says before asking."""
+        from laneboard.core.operations import cancel as cancelling
+
+        now = self._ledger().task(task.id)
+        before_agent = now.state in (*cancelling.NOT_STARTED, TaskState.PROVISIONING)
+        return before_agent and not cancelling.ever_started(self._ledger(), now)
 
     def cancel(
         self,

@@ -118,6 +118,8 @@ def test_max_children_and_max_depth_refuse_before_anything_is_made(
     assert cli("new", "c", "--parent", "p", "--no-start").code == 0
     bad = cli("new", "z", "--parent", "nobody", "--no-start")
     assert bad.code == 1 and "nobody" in bad.err and "Traceback" not in bad.err
+    empty = cli("new", "z", "--parent", "p", "--cmd", "")
+    assert empty.code == 2 and "empty command" in empty.err
 
 
 def test_cancel_before_any_agent_removes_exactly_what_the_child_created(
@@ -128,6 +130,9 @@ def test_cancel_before_any_agent_removes_exactly_what_the_child_created(
     child = doc(cli("new", "c", "--parent", "p", "--no-start", "--json"))
     inside = Path(child["worktree_path"])
     (inside / "notes.md").write_text("someone wrote here\n")
+    from laneboard.core.service.app import Service
+
+    assert Service().cancel_removes(Service().resolve(repo, "c")) is True
     done = doc(cli("cancel", "c", "--json"))
     assert done["state"] == "cancelled" and done["disposition"] == "cancelled"
     assert not inside.exists() and "lb/c" not in branches(repo)
@@ -401,3 +406,60 @@ def test_cancelling_a_child_whose_provisioning_died_mid_setup_stops_what_setup_l
     assert doc(done)["state"] == "cancelled" and "kept" not in done.err
     assert not running(orphan)
     assert not (repo / ".worktrees" / "c").exists() and "lb/c" not in branches(repo)
+
+
+def test_finalizing_into_a_checkout_never_writes_over_its_ignored_files(repo: Path, cli) -> None:
+    (repo / ".gitignore").write_text("*.log\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-q", "-m", "ignore logs")
+    parent = doc(cli("new", "p", "--no-start", "--json"))
+    child = doc(cli("new", "c", "--parent", "p", "--no-start", "--json"))
+    inside, work = Path(child["worktree_path"]), Path(parent["worktree_path"])
+    (inside / "notes.log").write_text("the child's\n")
+    git(inside, "add", "-f", "notes.log")
+    git(inside, "commit", "-q", "-m", "a log")
+    assert cli("review", "c", "--mark").code == 0
+    (work / "notes.log").write_text("PRECIOUS\n")  # ignored in the parent: git would replace it
+    tip = git(repo, "rev-parse", "lb/p")
+    refused = cli("finalize", "c", "--merge")
+    assert refused.code == 1 and "notes.log" in refused.err and "overwritten" in refused.err
+    assert (work / "notes.log").read_text() == "PRECIOUS\n"
+    assert git(repo, "rev-parse", "lb/p") == tip
+    assert doc(cli("show", "c", "--json"))["state"] == "ready_for_review"
+
+
+def test_grandchildren_under_a_retired_child_are_still_below_their_grandparent(
+    repo: Path, cli, parent: dict[str, Any]
+) -> None:
+    doc(cli("new", "c", "--parent", "p", "--no-start", "--json"))
+    doc(cli("new", "g", "--parent", "c", "--no-start", "--json"))
+    assert doc(cli("cancel", "c", "--json"))["state"] == "cancelled"  # g is kept
+    below = doc(cli("ls", "--children", "p", "--json"))["tasks"]
+    assert [t["name"] for t in below] == ["g"]
+    done = cli("cancel", "p", "--children", "cancel", "--json")
+    assert doc(done)["state"] == "cancelled" and "g: cancelled" in done.err
+    assert not (repo / ".worktrees" / "g").exists()
+
+
+def test_a_child_killed_before_its_pin_is_cancelled_cleanly_and_spawns_nothing(
+    repo: Path, cli, parent: dict[str, Any]
+) -> None:
+    fault = {"LANEBOARD_FAULT": "provision.after_worktree_add"}
+    assert cli("new", "x", "--parent", "p", "--no-start", env=fault).code != 0
+    refused = cli("new", "g", "--parent", "x", "--no-start")
+    assert refused.code == 1 and "settled" in refused.err
+    done = cli("cancel", "x", "--json")
+    assert doc(done)["state"] == "cancelled" and "internal error" not in done.err
+    assert not (repo / ".worktrees" / "x").exists() and "lb/x" not in branches(repo)
+
+
+def test_an_mcp_server_in_a_worktree_that_fails_verification_refuses_to_start(
+    repo: Path, cli, parent: dict[str, Any], tmp_path: Path
+) -> None:
+    import shutil
+
+    work = Path(parent["worktree_path"])
+    os.rename(work, tmp_path / "moved-away")
+    shutil.copytree(tmp_path / "moved-away", work, symlinks=True)
+    started = cli("mcp", cwd=work)
+    assert started.code == 1 and "fails verification" in started.err

@@ -46,6 +46,11 @@ def test_a_coordinator_fans_out_three_children_from_its_pane_and_collects_their_
                 for i in (1, 2, 3)
             ),
             "wait records.json c1 c2 c3",
+            # What a parent then does with its children, from its confined pane:
+            "run marked.code review c1 --mark",
+            "run merged.code finalize c1 --merge",
+            "run dropped.code discard c2 --force",
+            "run spawned.code new --no-start -- k5",
             "exit 0",
         ]
     )
@@ -81,13 +86,24 @@ def test_a_coordinator_fans_out_three_children_from_its_pane_and_collects_their_
         assert record["message"] == f"{name} finished"
         assert record["target"] == "lb/coord" and record["pane"]["pane_id"].startswith("%")
         assert record["pane"]["socket"] == coordinator["pane"]["socket"]
-    # Nothing was merged: the coordinator's branch is where it was.
-    assert git(repo, "rev-parse", "lb/coord") == coordinator["base_sha"]
-    shown = doc(cli("show", "c2", "--json"))["completion"]
-    assert shown["head_sha"] == got["completions"][1]["head_sha"]
-    assert shown["checks"] == got["completions"][1]["checks"]
+    work = Path(coordinator["worktree_path"])
+    eventually(lambda: (work / "spawned.code").exists(), "the coordinator's last step")
+    codes = {
+        n: (work / f"{n}.code").read_text() for n in ("marked", "merged", "dropped", "spawned")
+    }
+    assert codes == dict.fromkeys(codes, "0"), codes
+    # Only what it finalized was merged, into its own branch and checkout.
+    c1 = got["completions"][0]
+    assert git(repo, "merge-base", "--is-ancestor", c1["head_sha"], "lb/coord") == ""
+    assert git(work, "rev-parse", "HEAD") == git(repo, "rev-parse", "lb/coord")
+    assert (work / "c1.txt").read_text() == "from c1\n" and not (work / "c2.txt").exists()
+    assert doc(cli("show", "c2", "--json"))["state"] == "discarded"
+    assert doc(cli("show", "k5", "--json"))["parent_id"] == coordinator["id"]
+    shown = doc(cli("show", "c3", "--json"))["completion"]
+    assert shown["head_sha"] == got["completions"][2]["head_sha"]
+    assert shown["checks"] == got["completions"][2]["checks"]
     tree = cli("ls").out
-    assert "└─ c1" in tree and "└─ c3" in tree
+    assert "└─ c3" in tree and "└─ k5" in tree  # c1 finalized and c2 discarded: retired
     assert not list((Path(os.environ["LANEBOARD_HOME"]) / "outside").iterdir())  # cleaned up
 
 
@@ -104,6 +120,13 @@ def test_wait_times_out_naming_who_is_at_work_and_any_returns_the_first(
     assert quick["exit_code"] == 2 and quick["checks"][0]["result"] == "fail"
     timed = cli("wait", "slow", "--timeout", "0.5")
     assert timed.code == 75 and "slow (running)" in timed.err
+    both = cli("wait", "slow", "quick", "quick", "--timeout", "0.5", "--json")
+    assert both.code == 75  # it timed out, and still says what did finish, each once
+    said = json.loads(both.out)
+    assert [c["name"] for c in said["completions"]] == ["quick"]
+    assert [t["name"] for t in said["pending"]] == ["slow"]
+    elsewhere = cli("wait", "slow", env={"LANEBOARD_TMUX_SOCKET": "another-server"})
+    assert elsewhere.code == 1 and "runs on the tmux server" in elsewhere.err
 
 
 def test_cancel_after_the_agent_started_keeps_every_file(repo: Path, cli, workers, server) -> None:
@@ -217,6 +240,10 @@ def test_a_task_queued_again_after_its_agent_ran_is_kept_by_cancel(
     assert doc(cli("pause", "b", "--json"))["state"] == "paused"
     spawn(cli, "a", "sleep 60", "--parent", "p")  # takes the one slot
     assert doc(cli("resume", "b", "--json"))["state"] == "queued"
+    from laneboard.core.service.app import Service
+
+    queued = Service().resolve(repo, "b")
+    assert Service().cancel_removes(queued) is False  # the board's dialog says "kept"
     done = doc(cli("cancel", "b", "--json"))
     assert done["state"] == "retained"
     assert (work / "mine.txt").read_text() == "agent\n" and git(

@@ -15,6 +15,7 @@ coordinator nests a child's steps in a `spawn`):
   `mcp FILE NAME STEPS`  as an agent's MCP client does: start `laneboard mcp` in this worktree
                          with a bare environment (no `LANEBOARD_TASK`, no `TMUX`), `delegate`
                          NAME with STEPS, `wait` for it, write the wait's document into FILE
+  `run FILE ARGS...`     `laneboard ARGS` (split as a shell would), its exit code into FILE
   `sleep S`, `exit N`
 Each step's laneboard output is printed, so the pane shows what happened.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -71,6 +73,9 @@ def step(words: str) -> int | None:
         import asyncio
 
         Path(target).write_text(json.dumps(asyncio.run(over_mcp(name, steps))))
+    elif command == "run":
+        target, _, words = rest.partition(" ")
+        Path(target).write_text(str(laneboard(*shlex.split(words)).returncode))
     elif command == "sleep":
         time.sleep(float(rest))
     elif command == "exit":

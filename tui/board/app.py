@@ -517,14 +517,13 @@ class BoardApp(App[None]):
             self._ask_discard(row)
         elif name == "cancel":
             self._ask_cancel(row)
-        elif name == "retry":
-            self._act("retry", row, lambda c: service.retry(*ref, cancel=c), "retried")
         elif name == "finalize":
             self.push_screen(FinalizeScreen(task), lambda got: self._finalize(row, got))
 
     def _ask_cancel(self, row: Row) -> None:
         service, task = self.service, row.view.task
         below = [t.name for t in service.descendants(task, include_retired=False)]
+        removes = service.cancel_removes(task)
 
         def chosen(children: object) -> None:
             if children == "keep" or children == "cancel":
@@ -535,7 +534,7 @@ class BoardApp(App[None]):
 
                 self._act("cancel", row, call, "done")
 
-        self.push_screen(CancelScreen(task, below), chosen)
+        self.push_screen(CancelScreen(task, below, removes=removes), chosen)
 
     def _act(self, label: str, row: Row | None, call: Callable[[Any], Any], done: str) -> None:
         from laneboard.core.service.app import Cancel

@@ -284,10 +284,11 @@ class CancelScreen(Dialog):
 
     AUTO_FOCUS = "#keep"
 
-    def __init__(self, task: Task, children: list[str]) -> None:
+    def __init__(self, task: Task, children: list[str], *, removes: bool) -> None:
         super().__init__()
         self.task_ = task
         self.below = children
+        self.removes = removes  # no agent was ever handed it: the cancel removes its creations
 
     def compose(self) -> ComposeResult:
         task = self.task_
@@ -296,7 +297,7 @@ class CancelScreen(Dialog):
             yield Label(
                 "No agent has started: its worktree and branch are removed\n"
                 "(anything written there is saved in a snapshot first)."
-                if task.state.value in ("provisioning", "provisioned", "queued")
+                if self.removes
                 else "Its agent stops; worktree and branch are kept (retained).",
                 markup=False,
             )
