@@ -191,7 +191,9 @@ def unsafe(ctx: RepoContext, ledger: Ledger, task: Task, runtime: Runtime) -> li
     from laneboard.core.operations import discard
 
     if task.admin_name is None or task.identity is None:
-        return ["its worktree was never pinned"]  # killed before the pin: judged as doctor does
+        # Killed before the pin, so before copies and setup: the rollback removes it only
+        # when it is still the pristine checkout.
+        return ["its worktree was never pinned"]
     decision = discard.preview(ctx, ledger, task, runtime)
     hard = [b for b in decision.blockers if not b.lifted_by_snapshot]
     # Its own provisioning lock, and a lease on its lane: removal waits for the lane anyway.

@@ -31,7 +31,6 @@ from laneboard.core.operations.provision import (
     finish,
     intent,
     lock_reason,
-    pin,
     pristine,
     record_created,
 )
@@ -396,7 +395,6 @@ def _interrupted_provisioning(
     )
     complete = worktree_ours and branch_ours and entry is not None and entry.branch == task.branch
     cancelled = cancel_requested(ledger, task.id)
-    whole = complete
     if complete and cancelled:
         complete = False
         detail = "provisioning was interrupted and the task was cancelled; --fix undoes it"
@@ -429,8 +427,6 @@ def _interrupted_provisioning(
             finish(ctx, ledger, task, actor, setup_is_ours=False)
             return Finding("interrupted-provisioning", detail, task.name, task.id, fixed="finished")
         final = TaskState.CANCELLED if cancelled else TaskState.FAILED
-        if cancelled and whole and task.identity is None:
-            task = pin(ctx, ledger, task, actor)  # killed before the pin: it is judged pinned
         # Asked to cancel, what setup left may go too (anything else written there is saved
         # first), unless something a snapshot cannot keep is there.
         force = cancelled and runtime is not None and not unsafe(ctx, ledger, task, runtime)

@@ -252,7 +252,7 @@ def finish(
     from laneboard.core.operations.rollback import rollback_after
 
     try:
-        task = pin(ctx, ledger, task, actor)
+        task = _pin(ctx, ledger, task, actor)
         faults.checkpoint("provision.after_pin")
         done = {event.kind for event in ledger.events(task.id)}
         planned = intent(ledger, task)
@@ -323,7 +323,7 @@ def ensure_excluded(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) 
     )
 
 
-def pin(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> Task:
+def _pin(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> Task:
     """Verify the new worktree and record its admin name and device/inode identity."""
     verdict = ctx.verify(task)
     if not verdict.ok:
