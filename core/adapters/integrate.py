@@ -135,14 +135,32 @@ def root_dirty(root: Path) -> list[str]:
 
 
 def _in_the_way(root: Path, old: str, new: str) -> list[str]:
-    """Paths that `new` adds to `old`'s tree and that already exist in the checkout at `root`:
-    untracked or ignored files a fast-forward would write over (git refuses for an untracked
-    one, but takes an ignored one as expendable)."""
-    out = run_git(
-        ["diff", "--name-only", "-z", "--no-renames", "--diff-filter=A", old, new], cwd=root
-    ).stdout
-    added = [raw.decode(errors="surrogateescape") for raw in out.split(b"\0") if raw]
-    return [path for path in added if os.path.lexists(root / path)]
+    """What in the checkout at `root` a fast-forward from `old` to `new` would write over that
+    git does not track: an existing file, directory or link where `new` adds a path, or a file
+    or link where it needs a directory for one (git refuses for an untracked file, but takes an
+    ignored one as expendable). A path `old` tracks and `new` removes is git's own to replace."""
+
+    def changed(kind: str) -> list[str]:
+        out = run_git(
+            ["diff", "--name-only", "-z", "--no-renames", f"--diff-filter={kind}", old, new],
+            cwd=root,
+        ).stdout
+        return [raw.decode(errors="surrogateescape") for raw in out.split(b"\0") if raw]
+
+    removed = set(changed("D"))
+    found: list[str] = []
+    for path in changed("A"):
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            prefix = "/".join(parts[:depth])
+            place = root / prefix
+            if prefix not in removed and (place.is_symlink() or place.is_file()):
+                found.append(prefix)
+                break
+        else:
+            if os.path.lexists(root / path):
+                found.append(path)
+    return sorted(set(found))
 
 
 def fast_forward(root: Path, old: str, new: str) -> str | None:

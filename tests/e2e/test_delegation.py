@@ -408,22 +408,30 @@ def test_cancelling_a_child_whose_provisioning_died_mid_setup_stops_what_setup_l
     assert not (repo / ".worktrees" / "c").exists() and "lb/c" not in branches(repo)
 
 
-def test_finalizing_into_a_checkout_never_writes_over_its_ignored_files(repo: Path, cli) -> None:
-    (repo / ".gitignore").write_text("*.log\n")
+@pytest.mark.parametrize(
+    "added, in_the_way",
+    [("notes.log", "notes.log"), ("build/out.txt", "build")],
+    ids=["the-same-path", "a-file-where-a-directory-goes"],
+)
+def test_finalizing_into_a_checkout_never_writes_over_its_ignored_files(
+    repo: Path, cli, added: str, in_the_way: str
+) -> None:
+    (repo / ".gitignore").write_text("*.log\nbuild\n")
     git(repo, "add", ".gitignore")
-    git(repo, "commit", "-q", "-m", "ignore logs")
+    git(repo, "commit", "-q", "-m", "ignore logs and build")
     parent = doc(cli("new", "p", "--no-start", "--json"))
     child = doc(cli("new", "c", "--parent", "p", "--no-start", "--json"))
     inside, work = Path(child["worktree_path"]), Path(parent["worktree_path"])
-    (inside / "notes.log").write_text("the child's\n")
-    git(inside, "add", "-f", "notes.log")
-    git(inside, "commit", "-q", "-m", "a log")
+    (inside / added).parent.mkdir(parents=True, exist_ok=True)
+    (inside / added).write_text("the child's\n")
+    git(inside, "add", "-f", added)
+    git(inside, "commit", "-q", "-m", "an ignored path, forced")
     assert cli("review", "c", "--mark").code == 0
-    (work / "notes.log").write_text("PRECIOUS\n")  # ignored in the parent: git would replace it
+    (work / in_the_way).write_text("PRECIOUS\n")  # ignored in the parent: git would replace it
     tip = git(repo, "rev-parse", "lb/p")
     refused = cli("finalize", "c", "--merge")
-    assert refused.code == 1 and "notes.log" in refused.err and "overwritten" in refused.err
-    assert (work / "notes.log").read_text() == "PRECIOUS\n"
+    assert refused.code == 1 and in_the_way in refused.err and "overwritten" in refused.err
+    assert (work / in_the_way).read_text() == "PRECIOUS\n"
     assert git(repo, "rev-parse", "lb/p") == tip
     assert doc(cli("show", "c", "--json"))["state"] == "ready_for_review"
 
