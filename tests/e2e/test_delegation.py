@@ -471,3 +471,21 @@ def test_an_mcp_server_in_a_worktree_that_fails_verification_refuses_to_start(
     shutil.copytree(tmp_path / "moved-away", work, symlinks=True)
     started = cli("mcp", cwd=work)
     assert started.code == 1 and "fails verification" in started.err
+
+
+def test_mcp_config_snippets_name_this_laneboard_and_parse(repo: Path, cli) -> None:
+    import sys
+    import tomllib
+
+    codex = cli("mcp", "--config", "codex")
+    table = tomllib.loads(codex.out)["mcp_servers"]["laneboard"]
+    assert table["command"] == sys.executable and table["args"] == ["-m", "laneboard", "mcp"]
+    assert table["env"] == {"LANEBOARD_HOME": os.environ["LANEBOARD_HOME"]}
+    gemini = cli("mcp", "--config", "gemini").out
+    assert (
+        json.loads(gemini.split("\n", 1)[1])["mcpServers"]["laneboard"]["command"] == sys.executable
+    )
+    claude = cli("mcp", "--config", "claude").out
+    assert claude.startswith("claude mcp add --scope user -e LANEBOARD_HOME=")
+    bad = cli("mcp", "--config", "vim")
+    assert bad.code == 1 and "one of claude, codex, gemini" in bad.err
