@@ -126,23 +126,17 @@ def run(argv: list[str], *, parent: str | None) -> int:
     return code
 
 
-STALE = 24 * 3600.0
-"""A run directory this old whose caller is gone is removed by the next run."""
-
-
 def _sweep(runs: Path) -> None:
-    """Remove run directories of callers that died (a caller removes its own when it ends)."""
+    """Remove the run directories of callers that died (a caller removes its own when it
+    ends). A live caller's directory stays however old it is (a long setup or gate); one whose
+    pid was reused stays too, and is only a few small files."""
     try:
         entries = list(runs.iterdir())
     except FileNotFoundError:
         return
     for entry in entries:
         pid = entry.name.split("-")[0]
-        try:
-            old = time.time() - entry.stat().st_mtime > STALE
-        except OSError:
-            continue
-        if pid.isdigit() and (old or not _alive(int(pid))):
+        if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(entry, ignore_errors=True)
 
 

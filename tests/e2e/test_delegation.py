@@ -410,13 +410,13 @@ def test_cancelling_a_child_whose_provisioning_died_mid_setup_stops_what_setup_l
 
 @pytest.mark.parametrize(
     "added, in_the_way",
-    [("notes.log", "notes.log"), ("build/out.txt", "build")],
-    ids=["the-same-path", "a-file-where-a-directory-goes"],
+    [("notes.log", "notes.log"), ("build/out.txt", "build"), ("link/x", "link")],
+    ids=["the-same-path", "a-file-where-a-directory-goes", "a-link-where-a-directory-goes"],
 )
 def test_finalizing_into_a_checkout_never_writes_over_its_ignored_files(
-    repo: Path, cli, added: str, in_the_way: str
+    repo: Path, cli, added: str, in_the_way: str, tmp_path: Path
 ) -> None:
-    (repo / ".gitignore").write_text("*.log\nbuild\n")
+    (repo / ".gitignore").write_text("*.log\nbuild\nlink\n")
     git(repo, "add", ".gitignore")
     git(repo, "commit", "-q", "-m", "ignore logs and build")
     parent = doc(cli("new", "p", "--no-start", "--json"))
@@ -427,11 +427,18 @@ def test_finalizing_into_a_checkout_never_writes_over_its_ignored_files(
     git(inside, "add", "-f", added)
     git(inside, "commit", "-q", "-m", "an ignored path, forced")
     assert cli("review", "c", "--mark").code == 0
-    (work / in_the_way).write_text("PRECIOUS\n")  # ignored in the parent: git would replace it
+    if in_the_way == "link":
+        (tmp_path / "elsewhere").mkdir()
+        (work / "link").symlink_to(tmp_path / "elsewhere")
+    else:
+        (work / in_the_way).write_text("PRECIOUS\n")  # ignored there: git would replace it
     tip = git(repo, "rev-parse", "lb/p")
     refused = cli("finalize", "c", "--merge")
     assert refused.code == 1 and in_the_way in refused.err and "overwritten" in refused.err
-    assert (work / in_the_way).read_text() == "PRECIOUS\n"
+    if in_the_way == "link":
+        assert (work / "link").is_symlink()
+    else:
+        assert (work / in_the_way).read_text() == "PRECIOUS\n"
     assert git(repo, "rev-parse", "lb/p") == tip
     assert doc(cli("show", "c", "--json"))["state"] == "ready_for_review"
 
