@@ -122,7 +122,9 @@ def run(argv: list[str], *, parent: str | None) -> int:
         said = started.stderr.decode(errors="replace").strip()
         raise LaneboardError(f"could not run it outside the sandbox through tmux: {said}")
     code = _follow(place)
-    shutil.rmtree(place, ignore_errors=True)  # kept when it failed to run: it says why
+    # Only laneboard's own run files are in it (argv, output, exit code); kept when tmux could
+    # not start the command, as the trace of why.
+    shutil.rmtree(place, ignore_errors=True)
     return code
 
 

@@ -14,21 +14,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import WORKER, doc, git
+from tests.e2e.test_runtime import eventually
 from tests.procs import Spawned
 
 pytestmark = pytest.mark.tmux
-
-
-def eventually(check: Any, what: str, deadline: float = 30.0, on_fail: Any = None) -> Any:
-    end = time.monotonic() + deadline
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > end:
-            seen = on_fail() if on_fail is not None else found
-            raise AssertionError(f"{what}: not within {deadline}s: {seen}")
-        time.sleep(0.05)
 
 
 def spawn(cli, name: str, steps: str, *extra: str) -> dict[str, Any]:

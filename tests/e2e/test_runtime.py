@@ -26,16 +26,23 @@ pytestmark = pytest.mark.tmux
 DEADLINE = 20.0
 
 
-def eventually(check: Callable[[], Any], what: str, deadline: float = DEADLINE) -> Any:
-    """`check()`'s first truthy answer; fails naming `what` when none comes in time. Agent
-    states are read from tmux and hook files: there is no event to wait on but the answer."""
+def eventually(
+    check: Callable[[], Any],
+    what: str,
+    deadline: float = DEADLINE,
+    on_fail: Callable[[], Any] | None = None,
+) -> Any:
+    """`check()`'s first truthy answer; fails naming `what` (and what `on_fail` reports, a
+    pane's screen say) when none comes in time. Agent states are read from tmux and hook
+    files: there is no event to wait on but the answer."""
     end = time.monotonic() + deadline
     while True:
         found = check()
         if found:
             return found
         if time.monotonic() > end:
-            raise AssertionError(f"{what}: not within {deadline}s (last answer {found!r})")
+            seen = on_fail() if on_fail is not None else f"last answer {found!r}"
+            raise AssertionError(f"{what}: not within {deadline}s ({seen})")
         time.sleep(0.05)
 
 
