@@ -2,13 +2,17 @@
 
     .venv/bin/python bench/confine.py [--files 5000] [--runs 20]
 
-In a throwaway repository of FILES files with two tasks:
+In a throwaway repository of FILES files with two tasks, each figure beside its floor in the
+same loop, medians of RUNS:
 - `laneboard exec --lane a -- true`, confined (`[confine] mode = "auto"`, bwrap works) against
-  `mode = "off"`, alternating, median of RUNS each;
-- the agent pane's own start: the argv a confined pane runs (`sh` trampoline, bwrap with the
-  task's mounts, `env --default-signal`) running `true`, against plain `true`;
-- `git status` inside: a loop of RUNS `git status` in the task's worktree, inside one bwrap and
-  outside it (bwrap's own start measured apart and taken off), per status.
+  `mode = "off"`, alternating;
+- an agent's launch, end to end: `laneboard start a --cmd true` on a private tmux server until
+  the pane is dead (the warden: channel, object watcher, bwrap, the agent), confined against
+  `mode = "off"`;
+- the sandbox alone: the bwrap argv of a task running `true`, against plain `true`;
+- a commit inside against outside: a loop of RUNS commits in the task's worktree, inside one
+  sandbox (its start taken off) and outside it, per commit; and the verified move of what the
+  commits inside wrote into the common store, per object.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from common import isolated_env, timed
@@ -28,19 +33,47 @@ sys.path.insert(0, str(ROOT))
 LANEBOARD = [sys.executable, "-P", "-m", "laneboard"]
 
 
+def ms(values: list[float]) -> float:
+    return statistics.median(values) * 1000
+
+
+def launch(repo: Path, env: dict[str, str], socket: str) -> float:
+    """Seconds from `laneboard start a --cmd true` to its pane being dead."""
+    began = time.perf_counter()
+    timed([*LANEBOARD, "start", "a", "--cmd", "true"], repo, env)
+    while True:
+        dead = subprocess.run(
+            ["tmux", "-L", socket, "list-panes", "-a", "-F", "#{pane_dead}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.split()
+        if dead and all(d == "1" for d in dead):
+            took = time.perf_counter() - began
+            timed([*LANEBOARD, "retain", "a"], repo, env)  # retained: startable again
+            return took
+        time.sleep(0.002)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
-    from laneboard.core.adapters import confine
-    from laneboard.core.domain.confine import bwrap_argv
 
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
-        repo, home = base / "repo", base / "lbhome"
+        repo = base / "repo"
         repo.mkdir()
         env = isolated_env(base, ROOT)
+        socket = f"lb-bench-{os.getpid()}"
+        env["LANEBOARD_TMUX_SOCKET"] = socket
+        os.environ.update(env)
+        from laneboard.core.adapters import confine, taskobjects
+        from laneboard.core.adapters.config import state_dir
+        from laneboard.core.adapters.db import Database, default_path
+        from laneboard.core.operations import confinement
+
         for n in range(args.files):
             directory = repo / "src" / f"d{n // 100}"
             directory.mkdir(parents=True, exist_ok=True)
@@ -53,43 +86,69 @@ def main() -> None:
         subprocess.run(["git", "status"], cwd=worktree, env=env, capture_output=True)
 
         config = repo / ".laneboard.toml"
-        confined, unconfined = [], []
-        for _ in range(args.runs):
-            config.write_text('[confine]\nmode = "auto"\n')
-            confined.append(timed([*LANEBOARD, "exec", "--lane", "a", "--", "true"], repo, env))
-            config.write_text('[confine]\nmode = "off"\n')
-            unconfined.append(
-                timed([*LANEBOARD, "exec", "--quiet", "--lane", "a", "--", "true"], repo, env)
-            )
+        confined, unconfined, boxed_launch, bare_launch = [], [], [], []
+        try:
+            for _ in range(args.runs):
+                config.write_text('[confine]\nmode = "auto"\n')
+                confined.append(timed([*LANEBOARD, "exec", "--lane", "a", "--", "true"], repo, env))
+                boxed_launch.append(launch(repo, env, socket))
+                config.write_text('[confine]\nmode = "off"\n')
+                unconfined.append(
+                    timed([*LANEBOARD, "exec", "--quiet", "--lane", "a", "--", "true"], repo, env)
+                )
+                bare_launch.append(launch(repo, env, socket))
+        finally:
+            subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
+        config.write_text('[confine]\nmode = "auto"\n')
 
-        found = confine.probe(home)
-        assert found.works and found.bwrap, found
+        database = Database(default_path())
+        task_id = database.conn.execute("SELECT id FROM tasks WHERE name = 'a'").fetchone()[0]
         admin = (worktree / ".git").read_text().split("worktrees/")[-1].strip()
-        layout = confine.layout(repo, repo / ".git", repo / ".worktrees", worktree, admin)
-        wrapped = bwrap_argv(found.bwrap, layout, ["true"])
-        bare = [timed(["true"], worktree, env) for _ in range(args.runs)]
-        boxed = [timed(wrapped, worktree, env) for _ in range(args.runs)]
+        box = confinement.sandbox(
+            "auto", database, common_dir=repo / ".git", worktree=worktree, admin_name=admin,
+            task_id=task_id, task_name="a", branch="lb/a/work", channel=None,
+        )  # fmt: skip
+        assert box.layout is not None and box.bwrap is not None, box.decision
+        inner = confine.environment(
+            box.layout, dict(env), common_dir=repo / ".git", task_id=task_id, state=state_dir()
+        )
 
-        loop = f"for i in $(seq {args.runs}); do git status >/dev/null; done"
+        def boxed(argv: list[str]) -> list[str]:
+            return confine.confine_command(str(box.bwrap), box.layout, argv, cwd=str(worktree))
+
+        bare = [timed(["true"], worktree, env) for _ in range(args.runs)]
+        sandbox = [timed(boxed(["true"]), worktree, inner) for _ in range(args.runs)]
+        start = statistics.median(sandbox) - statistics.median(bare)
+
+        commit = "echo $i > n.txt && git add n.txt && git commit -q -m c$i"
+        loop = f"for i in $(seq {args.runs}); do {commit}; done"
         outside, inside = [], []
+        count, moved = 0, 0.0
+        assert box.objects is not None
         for _ in range(5):
             outside.append(timed(["sh", "-c", loop], worktree, env))
-            inside.append(timed(bwrap_argv(found.bwrap, layout, ["sh", "-c", loop]), worktree, env))
-        start = statistics.median(boxed) - statistics.median(bare)
-
-    def ms(values: list[float]) -> float:
-        return statistics.median(values) * 1000
+            inside.append(timed(boxed(["sh", "-c", loop]), worktree, inner))
+            # (no warden here: what the commits inside wrote is moved now, and timed)
+            began = time.perf_counter()
+            count += taskobjects.move(box.objects, repo / ".git" / "objects").objects
+            moved += time.perf_counter() - began
+        database.close()
 
     print(f"{os.cpu_count()} cores; {args.files} files; medians of {args.runs}")
     print(f"exec --lane a -- true, confined   {ms(confined):7.1f} ms")
     print(f"exec --lane a -- true, mode off   {ms(unconfined):7.1f} ms")
-    print(f"  added by confinement            {ms(confined) - ms(unconfined):7.1f} ms")
-    print(f"pane argv running true, confined  {ms(boxed):7.1f} ms")
+    print(f"  ratio                           {ms(confined) / ms(unconfined):7.2f}x")
+    print(f"agent launch to exit, confined    {ms(boxed_launch):7.1f} ms")
+    print(f"agent launch to exit, mode off    {ms(bare_launch):7.1f} ms")
+    print(f"  ratio                           {ms(boxed_launch) / ms(bare_launch):7.2f}x")
+    print(f"sandbox running true              {ms(sandbox):7.1f} ms")
     print(f"true, plain                       {ms(bare):7.1f} ms")
-    print(f"  added to a pane's start         {ms(boxed) - ms(bare):7.1f} ms")
     per_out = ms(outside) / args.runs
     per_in = (ms(inside) - start * 1000) / args.runs
-    print(f"git status in the worktree, outside {per_out:6.2f} ms, inside {per_in:6.2f} ms")
+    ratio = per_in / per_out
+    print(f"a commit, outside {per_out:6.2f} ms, inside {per_in:6.2f} ms ({ratio:.2f}x)")
+    each = moved * 1e6 / max(count, 1)
+    print(f"verified move of {count} objects: {moved * 1000:.1f} ms ({each:.0f} us each)")
 
 
 if __name__ == "__main__":

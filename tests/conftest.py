@@ -100,6 +100,15 @@ def make_repo(path: Path) -> Path:
 
 
 @pytest.fixture
+def shared(isolated_env: Path) -> Path:
+    """A directory both the test and a confined command see (in the test's home, which a
+    sandbox keeps; the rest of the test's `/tmp` is private to it): FIFOs, reports, scripts."""
+    found = isolated_env / "shared"
+    found.mkdir(exist_ok=True)
+    return found
+
+
+@pytest.fixture
 def repo(tmp_path: Path) -> Path:
     return make_repo(tmp_path / "repo")
 

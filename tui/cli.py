@@ -23,6 +23,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from laneboard.core.domain.channel import CALLER_ENV, refused
 from laneboard.core.domain.errors import LaneboardError, UsageError, WaitTimeout
 from laneboard.core.domain.models import Task, TaskState
 
@@ -48,7 +49,7 @@ _OPENED: list[Service] = []
 """Services this invocation opened; `main` closes their connections when the command ends."""
 
 
-def _service() -> Service:
+def open_service() -> Service:
     from laneboard.core.service.app import Service
 
     def runtime() -> TmuxRuntime:
@@ -117,7 +118,7 @@ def _print_output(chunk: bytes) -> None:
 def cmd_init(args: argparse.Namespace) -> int:
     from laneboard.tui import output
 
-    done = _service().init(Path(args.path or args.repo or os.getcwd()))
+    done = open_service().init(Path(args.path or args.repo or os.getcwd()))
     if args.json:
         output.emit_json(output.registration_document(done))
     else:
@@ -167,10 +168,7 @@ def cmd_new(args: argparse.Namespace) -> int:
     if args.no_start and (args.agent or args.agent_command or args.prompt):
         raise UsageError("--no-start starts no agent: drop --agent, --cmd and --prompt")
     parent = _parent_of(args)
-    outside = _outside(args, parent)
-    if outside is not None:
-        return outside
-    done = _service().new(
+    done = open_service().new(
         _where(args),
         args.name,
         base=args.base,
@@ -191,27 +189,14 @@ def cmd_new(args: argparse.Namespace) -> int:
 def _child_line(task: Task) -> str:
     if not task.parent_id:
         return ""
-    parent = _service().task_by_id(task.parent_id)
+    parent = open_service().task_by_id(task.parent_id)
     return f"child of {parent.name}; "
-
-
-def _outside(args: argparse.Namespace, parent: str | None) -> int | None:
-    """Inside a confined pane, git cannot write the repository's metadata (`worktree add`,
-    `remove`, a scratch worktree) nor another task's worktree, so a command that creates,
-    removes or changes those (new, cancel, retry, discard, restore, finalize, rebase) runs
-    outside the sandbox, through the tmux server the pane runs on (`laneboard.tui.outside`);
-    None when it can run here."""
-    from laneboard.tui import outside
-
-    if not outside.confined_here():
-        return None
-    return outside.run(sys.argv[1:], parent=parent)
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
     from laneboard.tui import changes, output
 
-    service = _service()
+    service = open_service()
     tasks = [service.resolve(_where(args), name) for name in args.names]
     if args.timeout is not None and not (0 <= args.timeout < float("inf")):
         raise UsageError("--timeout must be a finite number of seconds, 0 or more")
@@ -238,10 +223,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         children = "cancel"
     elif args.children not in (None, "keep"):
         raise UsageError("--children is keep or cancel")
-    outside = _outside(args, None)
-    if outside is not None:
-        return outside
-    done = _service().cancel(_where(args), args.name, children=children, on_wait=_print_wait)
+    done = open_service().cancel(_where(args), args.name, children=children, on_wait=_print_wait)
     _print_notes(done)
     kept = any(note.startswith("kept: ") for note in done.notes)
     if done.task.state is TaskState.CANCELLED and kept:
@@ -256,13 +238,10 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_retry(args: argparse.Namespace) -> int:
-    outside = _outside(args, None)
-    if outside is not None:
-        return outside
     options: dict[str, Any] = {"on_wait": _print_wait, "on_output": _print_output}
     if args.no_start:
         options["start"] = False
-    done = _service().retry(_where(args), args.name, **options)
+    done = open_service().retry(_where(args), args.name, **options)
     _print_notes(done)
     line = "retried: " + _child_line(done.task) + _started_line(done.task)
     return _report(args, done, line, notes=list(done.notes))
@@ -278,14 +257,14 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_start(args: argparse.Namespace) -> int:
-    done = _service().start(
+    done = open_service().start(
         _where(args), args.name, agent=args.agent, command=_command(args), prompt=args.prompt
     )
     return _report(args, done, _started_line(done.task))
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
-    argv = _service().attach(_where(args), args.name)
+    argv = open_service().attach(_where(args), args.name)
     if argv is None:
         return 0
     env = {key: value for key, value in os.environ.items() if key != "TMUX"}
@@ -293,14 +272,14 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    done = _service().send(
+    done = open_service().send(
         _where(args), args.name, args.text, when_idle=args.when_idle, timeout=args.timeout
     )
     return _report(args, done, "sent")
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
-    pane = _service().shell(_where(args), args.name)
+    pane = open_service().shell(_where(args), args.name)
     print(f"{args.name}: shell in pane {pane.pane_id}")
     return 0
 
@@ -313,7 +292,7 @@ def _each_or_one(
 ) -> int:
     """`pause`/`resume` of one named task, or with `--all` of every task in `states` (of the
     repository here, or of all when there is none); one line per task changed."""
-    service = _service()
+    service = open_service()
     if args.all == bool(args.name):
         raise UsageError("name a task or give --all")
     if args.name:
@@ -347,7 +326,7 @@ def cmd_signal(args: argparse.Namespace) -> int:
         raise UsageError("--task ID is needed outside a laneboard pane")
     if not (args.state or args.check or args.message is not None):
         raise UsageError("give --state (working, waiting, idle, done), --check or --message")
-    service = _service()
+    service = open_service()
     task = service.task_by_id(task).id
     if args.check:
         name, sep, result = args.check.partition("=")
@@ -364,7 +343,7 @@ def cmd_signal(args: argparse.Namespace) -> int:
 def cmd_supervise(args: argparse.Namespace) -> int:
     from laneboard.core.service.app import Cancel
 
-    service = _service()
+    service = open_service()
     cancel = Cancel()
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(signum, lambda *_: cancel.cancel())
@@ -383,7 +362,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     from laneboard.core.service.app import NotRegistered
     from laneboard.tui import output
 
-    service = _service()
+    service = open_service()
     if args.children:
         top = service.resolve(_where(args), args.children)
         below = {t.id for t in service.descendants(top, include_retired=args.all)}
@@ -442,11 +421,15 @@ def _print_tasks(views: list[TaskView], where: object) -> None:
 def cmd_show(args: argparse.Namespace) -> int:
     from laneboard.tui import output
 
-    service = _service()
+    service = open_service()
     view = service.task(_where(args), args.name)
+    gaps = service.confinement_gaps() if view.task.confined else []
     if args.json:
         done = service.completion(view.task)
-        output.emit_json(output.task_document(view, completion=output.completion_json(done)))
+        document = output.task_document(
+            view, completion=output.completion_json(done), confine_gaps=gaps
+        )
+        output.emit_json(document)
         return 0
     task = view.task
     lines = [
@@ -484,6 +467,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         ]
     else:
         lines.append(("retired", f"{task.disposition} {output.iso(task.retired_at)}"))
+    lines += [("confine gap", gap) for gap in gaps]
     if args.verbose:
         for key, value in output.task_fields(task, view.repo).items():
             lines.append((key, "" if value is None else str(value)))
@@ -494,7 +478,10 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def _confined_text(task: Task) -> str:
     if task.confined:
-        return "yes: bwrap (root checkout, other worktrees, .git/config and hooks read-only)"
+        return (
+            "yes: bwrap (it writes its own worktree, branches and objects; every other "
+            "checkout, ref and object, and laneboard's state, are read-only or hidden)"
+        )
     return f"no: {task.confine_note or 'unconfined'}"
 
 
@@ -519,7 +506,7 @@ def cmd_log(args: argparse.Namespace) -> int:
 
     from laneboard.tui import output
 
-    service = _service()
+    service = open_service()
     task, events = service.log(_where(args), args.name)
     if args.json:
         output.emit_json(output.log_document(task, service.repo(_where(args)), events))
@@ -534,7 +521,7 @@ def cmd_log(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from laneboard.tui import output
 
-    task, verdict = _service().verify(_where(args), args.name, repin=args.repin)
+    task, verdict = open_service().verify(_where(args), args.name, repin=args.repin)
     if args.json:
         output.emit_json(output.verdict_document(task, verdict))
     elif verdict.ok:
@@ -547,7 +534,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from laneboard.tui import output
 
-    service = _service()
+    service = open_service()
     _, report = _here_or_all(args, lambda at: service.doctor(at, fix=args.fix))
     findings = [(repo, f) for repo, found in report for f in found]
     if args.json:
@@ -563,17 +550,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_retain(args: argparse.Namespace) -> int:
-    done = _service().retain(_where(args), args.name)
+    done = open_service().retain(_where(args), args.name)
     if not done.changed:
         return _report(args, done, "already retained; nothing to do")
     return _report(args, done, f"retained; {done.task.worktree_path} and {done.task.branch} kept")
 
 
 def cmd_discard(args: argparse.Namespace) -> int:
-    outside = _outside(args, None)
-    if outside is not None:
-        return outside
-    done = _service().discard(_where(args), args.name, force=args.force, on_wait=_print_wait)
+    done = open_service().discard(_where(args), args.name, force=args.force, on_wait=_print_wait)
     saved = (
         f"; saved in {done.snapshot} (laneboard restore {done.task.name})" if done.snapshot else ""
     )
@@ -581,10 +565,9 @@ def cmd_discard(args: argparse.Namespace) -> int:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    outside = _outside(args, None)
-    if outside is not None:
-        return outside
-    done = _service().restore(_where(args), args.name, as_name=args.as_name, on_wait=_print_wait)
+    done = open_service().restore(
+        _where(args), args.name, as_name=args.as_name, on_wait=_print_wait
+    )
     return _report(args, done, f"restored at {done.task.worktree_path} on {done.task.branch}")
 
 
@@ -615,7 +598,7 @@ def _print_note(line: str) -> None:
 def cmd_lanes(args: argparse.Namespace) -> int:
     from laneboard.tui import output
 
-    service = _service()
+    service = open_service()
     _, report = _here_or_all(args, service.lanes)
     if args.json:
         output.emit_json(output.lanes_document(report))
@@ -628,7 +611,7 @@ def cmd_shims(args: argparse.Namespace) -> int:
     from laneboard.sessions.shims import write_shims
     from laneboard.tui import output
 
-    service = _service()
+    service = open_service()
     plan = service.shims(_where(args), args.name)
     root = Path(service.repo(_where(args)).root)
     write_shims(plan.task.id, plan.task.name, root, list(plan.commands), Path(plan.path))
@@ -657,7 +640,7 @@ def _page(text: str) -> None:
 def cmd_review(args: argparse.Namespace) -> int:
     from laneboard.tui import output, reviews
 
-    service = _service()
+    service = open_service()
     if args.mark:
         task, repo, seen = service.mark_reviewed(_where(args), args.name)
         if not args.json:
@@ -711,7 +694,7 @@ def cmd_review(args: argparse.Namespace) -> int:
 def cmd_conflicts(args: argparse.Namespace) -> int:
     from laneboard.tui import reviews
 
-    service = _service()
+    service = open_service()
     _, report = _here_or_all(args, service.conflicts)
     if args.json:
         from laneboard.tui import output
@@ -761,10 +744,7 @@ def cmd_finalize(args: argparse.Namespace) -> int:
     for option, value in given:
         if value is not None and not value.strip():
             raise UsageError(f"{option} needs a value")
-    outside = _outside(args, None)
-    if outside is not None:
-        return outside
-    service = _service()
+    service = open_service()
     where = _where(args)
     if args.publish:
         done, note, remote = service.publish(
@@ -804,10 +784,7 @@ def cmd_finalize(args: argparse.Namespace) -> int:
 
 
 def cmd_rebase(args: argparse.Namespace) -> int:
-    outside = _outside(args, None)
-    if outside is not None:
-        return outside
-    done, conflicts = _service().rebase(_where(args), args.name, on_wait=_print_wait)
+    done, conflicts = open_service().rebase(_where(args), args.name, on_wait=_print_wait)
     if conflicts:
         raise LaneboardError(
             f"{done.task.name}: the rebase stopped with conflicts in {', '.join(conflicts)}; "
@@ -875,7 +852,7 @@ def _board(args: argparse.Namespace) -> int:
     from laneboard.core.domain.models import Actor
     from laneboard.tui.board.app import BoardApp
 
-    service = _service()
+    service = open_service()
     service.actor = Actor.TUI
     here = None
     with contextlib.suppress(LaneboardError):
@@ -884,6 +861,64 @@ def _board(args: argparse.Namespace) -> int:
     service.on_notice = lambda line: app.call_from_thread(app.notify, line)
     app.run()
     return 0
+
+
+def _inside() -> str | None:
+    from laneboard.core.service import inside
+
+    return inside.channel()
+
+
+def _through_channel(channel: str, args: argparse.Namespace, words: list[str]) -> int:
+    """Inside a task's sandbox: `exec` and `mcp` run here (a lane command in the sandbox it is
+    in, its lane held through the channel; the MCP server's tools are commands that go through
+    the channel); everything else is asked of laneboard outside, which runs it scoped to the
+    task's subtree or refuses it with one line."""
+    from laneboard.core.service import inside
+
+    if args.subcommand is None:
+        name = os.environ.get("LANEBOARD_TASK_NAME") or os.environ.get("LANEBOARD_LANE") or "a"
+        raise LaneboardError(refused(None, name) or "")
+    if args.command in ("exec", "mcp"):
+        return int(args.handler(args))
+    return inside.run(channel, words)
+
+
+def _check_caller(args: argparse.Namespace, caller_id: str) -> None:
+    """A command run for a confined task through its channel (`CALLER_ENV`) does only what
+    `core.domain.channel.ALLOWED` lists, on tasks within the caller's reach, in the caller's
+    own repository; anything else is refused with one line, before anything changes."""
+    from laneboard.core.domain.channel import ALLOWED, Reach, flag_refusal, out_of_reach
+
+    service = open_service()
+    caller = service.task_by_id(caller_id)
+    command = args.command if args.subcommand is not None else None
+    why = refused(command, caller.name)
+    if why is not None:
+        raise LaneboardError(why)
+    assert command is not None
+    rule = ALLOWED[command]
+    for dest in rule.refused:
+        if getattr(args, dest, None):
+            raise LaneboardError(flag_refusal(command, dest, caller.name))
+    if getattr(args, "repo", None) and service.repo(Path(args.repo)).id != caller.repo_id:
+        raise LaneboardError(
+            f"--repo {args.repo} is not {caller.name}'s repository: refused from its sandbox"
+        )
+    for dest in rule.names:
+        given = getattr(args, dest, None)
+        for ref in given if isinstance(given, list) else [given] if given else []:
+            task = service.resolve(caller.repo_id, ref)
+            inside = service.within(caller, task)
+            if rule.reach is Reach.SELF:
+                inside = task.id == caller.id
+            elif rule.reach is Reach.BELOW:
+                inside = inside and task.id != caller.id
+            if not inside:
+                raise LaneboardError(out_of_reach(rule.reach, caller.name, ref))
+    if command == "ls" and not args.children:
+        args.children = caller.id
+    args.repo = getattr(args, "repo", None) or service.repo(caller.repo_id).root
 
 
 def _unwind_on_hangup() -> None:
@@ -940,6 +975,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from laneboard.tui.parser import build
 
         args = build(HANDLERS, words).parse_args(words)
+        channel = _inside()
+        if channel is not None:
+            return _through_channel(channel, args, list(words))
+        if os.environ.get(CALLER_ENV):
+            _check_caller(args, os.environ[CALLER_ENV])
         if args.subcommand is None:
             if sys.stdin.isatty() and sys.stdout.isatty():
                 return _board(args)

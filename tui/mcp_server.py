@@ -4,14 +4,16 @@ A coordinating agent adds this server to its MCP config (docs/delegation.md) and
 tools: `delegate` (spawn a child task with a prompt), `wait`, `status`, `send`, `cancel` and
 `review`. Each tool runs the laneboard command line with `--json` and returns its document
 unchanged, so a tool's result is exactly what the CLI prints; a refused command is a tool
-error carrying the CLI's one-line reasons. Started in a task's pane (`LANEBOARD_TASK`, or
-`--task`), the server is scoped to that task's subtree: it spawns children of that task, and
-every other tool refuses a task that is not below it. Started elsewhere it serves the
-repository it is started in, unscoped.
+error carrying the CLI's one-line reasons.
+
+Scope is the command line's, in one place (`tui.cli._check_caller`): inside a task's sandbox
+every command goes through the task's channel, whose server runs it scoped to that task's
+subtree; started elsewhere for a task (`LANEBOARD_TASK`, `--task`, or the worktree it starts
+in), the server scopes its commands the same way (`LANEBOARD_CALLER`); started elsewhere for no
+task, it serves the repository it is started in, unscoped.
 
 Tools run in worker threads (`anyio.to_thread`), so a long `wait` does not hold back another
-call; a child command inherits the server's environment, and inside a confined pane the
-commands that create or remove worktrees run outside the sandbox (`tui.outside`).
+call.
 """
 
 from __future__ import annotations
@@ -21,13 +23,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from laneboard.core.domain.channel import CALLER_ENV
 from laneboard.core.domain.errors import LaneboardError
-
-if TYPE_CHECKING:
-    from laneboard.core.domain.models import Task
-    from laneboard.core.service.app import Service
+from laneboard.core.domain.values import value
 
 WAIT_DEFAULT = 600.0
 TEXT_MAX = 100_000
@@ -48,29 +48,19 @@ def _fits(what: str, text: str) -> str:
 """Seconds `wait` blocks when the caller gives no timeout (MCP clients time requests out)."""
 
 
+@value
 class Scope:
-    """Which tasks one server may touch: `root`'s subtree, or all (no root)."""
+    """Whom one server's commands are for: a task (`root`, with its name), or none."""
 
-    def __init__(self, service: Service, root: Task | None, where: Path) -> None:
-        self.service = service
-        self.root = root
-        self.where = where
+    root: str | None
+    name: str | None
+    repo: str | None
+    """`--repo` for its commands (None inside a sandbox: the channel knows)."""
+    env: dict[str, str]
+    """Added to each command's environment."""
 
-    def task(self, ref: str, *, self_ok: bool = False) -> Task:
-        """The task `ref` names, refused unless it is below the root (or the root itself,
-        with `self_ok`)."""
-        found = self.service.resolve(self.where, ref)
-        if self.root is not None:
-            inside = self.service.within(self.root, found)
-            if not inside or (found.id == self.root.id and not self_ok):
-                raise LaneboardError(f"{ref!r} is not a task below {self.root.name}")
-        return found
-
-    def repo_args(self, task: Task | None = None) -> list[str]:
-        at = task or self.root
-        if at is None:
-            return ["--repo", str(self.where)]
-        return ["--repo", self.service.repo(at.repo_id).root]
+    def repo_args(self) -> list[str]:
+        return ["--repo", self.repo] if self.repo else []
 
 
 def cli(words: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -105,7 +95,6 @@ def build(scope: Scope) -> Any:
     import anyio
     from mcp.server.fastmcp import FastMCP
 
-    root = scope.root
     server = FastMCP(
         "laneboard",
         log_level="WARNING",  # its stderr is the agent's MCP log: requests are not news
@@ -113,22 +102,13 @@ def build(scope: Scope) -> Any:
             "Delegate pieces of work to child tasks, each in its own git worktree and branch "
             "started from your current commit; wait for their completion records; review, then "
             "let the operator (or `laneboard finalize`) integrate. A child's exit never merges."
-            + (f" You are task {root.name}; you see only your own subtree." if root else "")
+            + (f" You are task {scope.name}; you see only your own subtree." if scope.root else "")
         ),
     )
 
-    # An MCP client may start this server with a bare environment: what a command needs to
-    # know about the task it runs for (and to run outside its sandbox) is passed explicitly.
-    extra: dict[str, str] = {}
-    if root is not None:
-        extra["LANEBOARD_TASK"] = root.id
-        extra["LANEBOARD_REPO"] = scope.service.repo(root.repo_id).root
-        if root.tmux_socket:  # its children's agents run on its tmux server
-            extra["LANEBOARD_OUTSIDE"] = root.tmux_socket
-            extra["LANEBOARD_TMUX_SOCKET"] = root.tmux_socket
-
-    async def off(run: Any, words: list[str]) -> Any:
-        return await anyio.to_thread.run_sync(run, words, extra)
+    async def off(words: list[str]) -> dict[str, Any]:
+        found: dict[str, Any] = await anyio.to_thread.run_sync(cli, words, scope.env)
+        return found
 
     @server.tool()
     async def delegate(
@@ -144,19 +124,14 @@ def build(scope: Scope) -> Any:
         instead; `target` is the branch it will be merged into (default: your branch).
         Returns the new task's record."""
         words = ["new", f"--prompt={_fits('prompt', prompt)}"]
-        if root is not None:
-            words += ["--parent", root.id]
-        else:
-            words += ["--no-parent"]
+        words += ["--parent", scope.root] if scope.root else ["--no-parent"]
         if agent:
             words += [f"--agent={agent}"]
         if command:
             words += [f"--cmd={command}"]
         if target:
             words += [f"--target={target}"]
-        words += [*scope.repo_args(), "--", name]  # a name is never taken for an option
-        document: dict[str, Any] = await off(cli, words)
-        return document
+        return await off([*words, *scope.repo_args(), "--", name])  # a name is never an option
 
     @server.tool()
     async def wait(
@@ -169,54 +144,38 @@ def build(scope: Scope) -> Any:
         (default 600) gives up with an error naming those still at work."""
         if not names:
             raise LaneboardError("name at least one task to wait for")
-        tasks = [scope.task(ref) for ref in names]
         seconds = WAIT_DEFAULT if timeout is None else timeout
         words = ["wait", "--timeout", str(seconds), *(["--any"] if any else [])]
-        words += [*scope.repo_args(tasks[0]), "--", *(t.id for t in tasks)]
-        document: dict[str, Any] = await off(cli, words)
-        return document
+        return await off([*words, *scope.repo_args(), "--", *names])
 
     @server.tool()
     async def status(name: str | None = None) -> dict[str, Any]:
         """One task's record with its completion record (`name`), or, with no name, every task
         below you (state, agent, worktree, lane)."""
         if name is None:
-            if root is None:
-                document: dict[str, Any] = await off(cli, ["ls", *scope.repo_args()])
-                return document
-            document = await off(cli, ["ls", f"--children={root.id}", *scope.repo_args()])
-            return document
-        task = scope.task(name, self_ok=True)
-        document = await off(cli, ["show", *scope.repo_args(task), "--", task.id])
-        return document
+            below = [f"--children={scope.root}"] if scope.root else []
+            return await off(["ls", *below, *scope.repo_args()])
+        return await off(["show", *scope.repo_args(), "--", name])
 
     @server.tool()
     async def send(name: str, text: str, when_idle: bool = True) -> dict[str, Any]:
         """Type TEXT into a child's agent, then Enter (by default once it is idle or waiting,
         never into a busy agent)."""
-        task = scope.task(name)
         words = ["send", *(["--when-idle", "--timeout", "300"] if when_idle else [])]
-        words += [*scope.repo_args(task), "--", task.id, _fits("text", text)]  # may start with -
-        document: dict[str, Any] = await off(cli, words)
-        return document
+        return await off([*words, *scope.repo_args(), "--", name, _fits("text", text)])
 
     @server.tool()
     async def cancel(name: str, children: str = "keep") -> dict[str, Any]:
         """Cancel a child: before its agent started, stop its setup and remove exactly what it
         created (state cancelled); after, stop its agent and keep its worktree and branch
         (state retained). `children`: keep (default) or cancel its own children."""
-        task = scope.task(name)
-        words = ["cancel", f"--children={children}", *scope.repo_args(task), "--", task.id]
-        document: dict[str, Any] = await off(cli, words)
-        return document
+        return await off(["cancel", f"--children={children}", *scope.repo_args(), "--", name])
 
     @server.tool()
     async def review(name: str) -> dict[str, Any]:
         """A child's review: its commits and changed files since the merge base with its
         target, what is uncommitted, and whether the reviewed SHA is pinned."""
-        task = scope.task(name)
-        document: dict[str, Any] = await off(cli, ["review", *scope.repo_args(task), "--", task.id])
-        return document
+        return await off(["review", *scope.repo_args(), "--", name])
 
     return server
 
@@ -250,14 +209,26 @@ def config_text(agent: str) -> str:
 
 
 def serve(task_id: str | None) -> int:
-    """Serve on stdio until the client closes the stream. The scope is `task_id`, else the
-    task whose worktree the server was started in (an agent starts it in its own), else none."""
-    from laneboard.tui.cli import _service
+    """Serve on stdio until the client closes the stream. Inside a task's sandbox the scope is
+    that task (its channel says which); elsewhere it is `task_id`, else the task whose worktree
+    the server was started in (an agent starts it in its own), else none."""
+    from laneboard.core.service import inside
 
-    service = _service()
-    root = service.task_by_id(task_id) if task_id else service.task_at(Path(os.getcwd()))
-    where = Path(service.repo(root.repo_id).root) if root else Path(os.getcwd())
-    if root is None:
-        service.repo(where)  # refused (one line) outside a registered repository
-    build(Scope(service, root, where)).run("stdio")
+    channel = inside.channel()
+    if channel is not None:
+        me = inside.whoami(channel)
+        scope = Scope(str(me["task"]), str(me["name"]), None, {})
+    else:
+        from laneboard.tui.cli import open_service
+
+        found = open_service()
+        root = found.task_by_id(task_id) if task_id else found.task_at(Path(os.getcwd()))
+        where = Path(found.repo(root.repo_id).root) if root else Path(os.getcwd())
+        if root is None:
+            found.repo(where)  # refused (one line) outside a registered repository
+        extra = {CALLER_ENV: root.id, "LANEBOARD_TASK": root.id} if root else {}
+        if root is not None and root.tmux_socket:  # its children's agents run on its server
+            extra["LANEBOARD_TMUX_SOCKET"] = root.tmux_socket
+        scope = Scope(root.id if root else None, root.name if root else None, str(where), extra)
+    build(scope).run("stdio")
     return 0

@@ -147,7 +147,7 @@ class Settings:
     """Everything laneboard reads from configuration, merged from user and repo files."""
 
     branch_prefix: str = "lb"
-    """Task branches are `<branch_prefix>/<task name>`."""
+    """Task branches are `<branch_prefix>/<task name>/work`: one directory of refs per task."""
     worktrees: WorktreeSettings = field(default_factory=WorktreeSettings)
     lanes: LaneSettings = field(default_factory=LaneSettings)
     provision: ProvisionSettings = field(default_factory=ProvisionSettings)

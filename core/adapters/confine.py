@@ -1,12 +1,14 @@
-"""Confinement's facts: does bubblewrap really work here (probed once, cached), and which paths
-a task's mounts cover (read from the common dir's admin dirs, no git process).
+"""Confinement's facts: does bubblewrap really work here (probed once, cached), which paths a
+sandbox's mounts cover (read from the ledger and the common dirs' admin dirs, no git process),
+what must exist before the mounts are made, and what the sandbox cannot hold (its named gaps).
 
-The probe runs bwrap as laneboard will (`--dev-bind / /` with a read-only bind mount over a
-scratch directory) and checks that a write there fails and a write elsewhere works: a kernel or
-AppArmor that refuses unprivileged user namespaces, or a bwrap that is not installed, is named
-with its fix. The answer is cached in the state dir, keyed by the bwrap binary (path, size,
-mtime), the kernel release and the user, so every lane command after the first pays only a file
-read. Imports nothing heavy: it is on the path of every `laneboard exec`.
+The probe runs bwrap as laneboard will (its own PID namespace, `/proc`, `/dev` and `/tmp`, a
+read-only bind mount over a scratch directory, the seccomp filter) and checks that a write
+there fails and a write elsewhere works: a kernel or AppArmor that refuses unprivileged user
+namespaces, or a bwrap that is not installed, is named with its fix. The answer is cached in
+the state dir, keyed by the bwrap binary (path, size, mtime), the kernel release and the user,
+so every lane command after the first pays only a file read. Imports nothing heavy: it is on
+the path of every `laneboard exec`.
 """
 
 from __future__ import annotations
@@ -17,10 +19,16 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+from laneboard.core.adapters.db import Database, from_db
 from laneboard.core.domain.confine import (
+    CHANNEL_DIR,
+    CHANNEL_ENV,
+    CHANNEL_SOCKET,
     CONFINED_ENV,
     Decision,
     Layout,
@@ -28,8 +36,9 @@ from laneboard.core.domain.confine import (
     Probe,
     bwrap_argv,
     decide,
+    no_maintenance,
+    seccomp_filter,
 )
-from laneboard.core.domain.values import replace
 
 FIX = {
     "uid map": "unprivileged user namespaces are refused (on Ubuntu 23.10+ by AppArmor: "
@@ -44,8 +53,7 @@ FIX = {
 
 GUARD = """#!/bin/sh
 # laneboard: git inside a confined task. Commands that rewrite what every worktree shares are
-# refused here with a clear line (most would fail on the read-only mounts anyway, but `prune`
-# and `repack` only touch objects/, which a task may write).
+# refused here with a clear line (the read-only mounts stop them anyway; this says why).
 refuse() {
     echo "laneboard: \\`git $1\\` is not run inside a confined task: it changes the repository" \\
         "every worktree shares; run it with \\`laneboard exec --root -- git $1\\`" >&2
@@ -87,21 +95,21 @@ def guard_dir(state: Path) -> Path | None:
             return directory
     except OSError:
         pass
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        partial = directory / f".git.{os.getpid()}"
-        partial.write_text(script)
-        partial.chmod(0o755)
-        os.replace(partial, guard)
-    except OSError:  # read-only here (inside another task's confinement): use it as it is
-        return directory if guard.exists() else None
+    directory.mkdir(parents=True, exist_ok=True)
+    partial = directory / f".git.{os.getpid()}"
+    partial.write_text(script)
+    partial.chmod(0o755)
+    os.replace(partial, guard)
     return directory
 
 
-PROTECTED = ("cache", "confine", "hooks", "shims", "agents")
-"""Parts of the state dir a confined command may read but not write (`Layout.protected`)."""
 BWRAP_ENV = "LANEBOARD_BWRAP"
 """The bwrap to use (a path or a name on PATH); default `bwrap`."""
+KEEP = ".laneboard-keep"
+"""A file in each of a task's ref directories: git removes a ref directory it empties (a
+`pack-refs` outside, the task deleting its last branch), and a directory removed while it is
+mounted in a sandbox would take the task's later ref updates with it. A name git never reads
+as a ref (it starts with a dot), mounted read-only inside."""
 
 
 def _cache_file(state: Path) -> Path:
@@ -110,7 +118,7 @@ def _cache_file(state: Path) -> Path:
 
 def _key(bwrap: str) -> str:
     info = os.stat(bwrap)
-    return f"{bwrap}:{info.st_size}:{info.st_mtime_ns}:{os.uname().release}:{os.getuid()}"
+    return f"{bwrap}:{info.st_size}:{info.st_mtime_ns}:{os.uname().release}:{os.getuid()}:2"
 
 
 def probe(state: Path) -> Probe:
@@ -133,13 +141,11 @@ def probe(state: Path) -> Probe:
     except (OSError, ValueError, KeyError):
         pass  # missing or damaged: probe again
     found = _try(bwrap)
-    try:
+    with contextlib.suppress(OSError):  # only a cache: the probe simply runs again
         cache.parent.mkdir(parents=True, exist_ok=True)
         partial = cache.with_name(f".confine.{os.getpid()}.json")
         partial.write_text(json.dumps({"key": key, "works": found.works, "reason": found.reason}))
         os.replace(partial, cache)
-    except OSError:
-        pass  # only a cache (read-only inside confinement): the probe simply runs again
     return found
 
 
@@ -149,18 +155,23 @@ def _try(bwrap: str) -> Probe:
         guarded.mkdir()
         free.mkdir()
         # The verdict is what the files show: a write under the read-only mount must not
-        # land, one next to it must.
+        # land, one next to it must, with every namespace and mount a sandbox uses.
         script = f"touch {guarded}/x 2>/dev/null; touch {free}/x && env --default-signal=INT true"
-        argv = [bwrap, "--dev-bind", "/", "/", "--ro-bind", str(guarded), str(guarded)]
-        try:
-            done = subprocess.run(
-                [*argv, "--", "/bin/sh", "-c", script],
-                capture_output=True,
-                timeout=10,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as err:
-            return Probe(False, bwrap, f"bwrap could not be run: {err}")
+        layout = Layout(worktree=str(free), admin_dir=str(free), repos=(str(guarded),))
+        argv = bwrap_argv(bwrap, layout, ["/bin/sh", "-c", script])
+        with seccomp_fd() as fd:
+            if fd is not None:
+                argv = bwrap_argv(bwrap, layout, ["/bin/sh", "-c", script], seccomp_fd=fd)
+            try:
+                done = subprocess.run(
+                    argv,
+                    capture_output=True,
+                    timeout=10,
+                    check=False,
+                    pass_fds=() if fd is None else (fd,),
+                )
+            except (OSError, subprocess.TimeoutExpired) as err:
+                return Probe(False, bwrap, f"bwrap could not be run: {err}")
         if done.returncode == 0 and (free / "x").exists() and not (guarded / "x").exists():
             return Probe(True, bwrap)
         said = done.stderr.decode(errors="replace").strip().splitlines()
@@ -173,78 +184,245 @@ def _try(bwrap: str) -> Probe:
         )
 
 
-def layout(root: Path, common_dir: Path, area: Path, worktree: Path, admin_name: str) -> Layout:
-    """The paths of a task's mounts: every registered worktree is found from its admin dir's
-    `gitdir` file (the path of that worktree's `.git`)."""
-    common = os.path.realpath(common_dir)
-    admin = os.path.join(common, "worktrees", admin_name)
-    others: list[str] = []
+@contextlib.contextmanager
+def seccomp_fd() -> Iterator[int | None]:
+    """An inheritable descriptor holding the seccomp program for this machine (None when there
+    is no program for it: `gaps` names that)."""
+    program = seccomp_filter(os.uname().machine)
+    if program is None:
+        yield None
+        return
+    fd = os.memfd_create("laneboard-seccomp", 0)  # no MFD_CLOEXEC: bwrap inherits it
     try:
-        names = sorted(os.listdir(os.path.join(common, "worktrees")))
+        os.write(fd, program)
+        os.lseek(fd, 0, os.SEEK_SET)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+# --- the paths of one sandbox ---------------------------------------------------------------
+
+
+def repo_trees(db: Database) -> list[str]:
+    """Every registered repository's trees that exist: its root, its common dir, each worktree
+    area its tasks used, and every worktree its common dir lists (found from each admin dir's
+    `gitdir`, no git process). Outermost first, no tree inside another."""
+    found: list[str] = []
+    for row in db.conn.execute("SELECT id, root, common_dir FROM repos ORDER BY id"):
+        common = from_db(row["common_dir"]) or ""
+        found += [from_db(row["root"]) or "", common]
+        areas = db.conn.execute(
+            "SELECT DISTINCT area FROM tasks WHERE repo_id = ? AND area IS NOT NULL", (row["id"],)
+        )
+        found += [from_db(area[0]) or "" for area in areas]
+        found += _worktrees(common)
+    return outermost(os.path.realpath(p) for p in found if p and os.path.isdir(p))
+
+
+def _worktrees(common: str) -> list[str]:
+    try:
+        names = os.listdir(os.path.join(common, "worktrees"))
     except OSError:
-        names = []
+        return []
+    found = []
     for name in names:
-        if name == admin_name:
-            continue
         try:
-            gitfile = Path(common, "worktrees", name, "gitdir").read_text().strip()
+            gitfile = os.fsdecode(Path(common, "worktrees", name, "gitdir").read_bytes().strip())
         except OSError:
             continue
-        path = os.path.realpath(os.path.dirname(gitfile))
-        if os.path.isdir(path):
-            others.append(path)
-    area_real = os.path.realpath(area)
+        found.append(os.path.dirname(gitfile))
+    return found
+
+
+def outermost(paths: Iterable[str]) -> list[str]:
+    """`paths` without those inside another of them, shortest first."""
+    kept: list[str] = []
+    for path in sorted(set(paths), key=len):
+        if not any(path == k or path.startswith(k.rstrip(os.sep) + os.sep) for k in kept):
+            kept.append(path)
+    return kept
+
+
+def _under_tmp(path: str) -> bool:
+    return path == "/tmp" or path.startswith("/tmp/")
+
+
+def runners() -> tuple[list[str], list[str]]:
+    """Where command runners of the user listen, outside `/tmp` (which is private inside
+    anyway): directories to mask, and single sockets to mask. tmux's socket directory
+    (`$TMUX_TMPDIR/tmux-<uid>`), the session bus and service manager's runtime dir
+    (`$XDG_RUNTIME_DIR`, `/run/user/<uid>`), `screen`'s directory, and a tmux socket named by
+    path (`$TMUX`, `LANEBOARD_TMUX_SOCKET`) that lies elsewhere."""
+    uid = os.getuid()
+    directories = [
+        os.path.join(os.environ.get("TMUX_TMPDIR") or "/tmp", f"tmux-{uid}"),
+        os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{uid}",
+        f"/run/user/{uid}",
+        "/run/screen",
+        "/var/run/screen",
+    ]
+    sockets = [
+        os.environ.get("TMUX", "").split(",")[0],
+        os.environ.get("LANEBOARD_TMUX_SOCKET", "")
+        if "/" in os.environ.get("LANEBOARD_TMUX_SOCKET", "")
+        else "",
+    ]
+    masked = [
+        os.path.realpath(d) for d in directories if d and os.path.isdir(d) and not _under_tmp(d)
+    ]
+    single = [os.path.realpath(s) for s in sockets if s and os.path.exists(s)]
+    single = [s for s in single if not _under_tmp(s)]
+    return outermost(masked), sorted(set(single))
+
+
+def layout(
+    *,
+    db: Database,
+    state: Path,
+    config: Path,
+    worktree: Path,
+    admin_dir: Path,
+    objects: Path | None,
+    namespace: Sequence[Path] = (),
+    task_id: str | None = None,
+    channel: Path | None = None,
+) -> Layout:
+    """The paths of one sandbox (all real paths): its own worktree, admin dir, ref directories
+    and object directory writable; every registered repository read-only; laneboard's state and
+    config masked, with the pieces the task uses lent back; the command runners masked."""
+    real = os.path.realpath
+    state_real, config_real = real(state), real(config)
+    lent = [state / "hooks", state / "confine" / "bin"]
+    owned: list[Path] = []
+    if task_id is not None:
+        lent += [state / "agents" / task_id, state / "shims" / task_id]
+        owned.append(state / "events" / f"{task_id}.log")
+    agent = os.environ.get("SSH_AUTH_SOCK", "")
+    if agent and os.path.exists(agent):
+        lent.append(Path(agent))
+    masked, sockets = runners()
+    masked = outermost([state_real, config_real, *masked])
+    kept = [real(p) for p in (os.environ.get("HOME", ""),) if p and _under_tmp(real(p))]
+    # What the environment names under /tmp stays readable: the interpreter laneboard runs with,
+    # git's global config, the directories on PATH (the tools a command runs).
+    named = [sys.prefix, sys.base_prefix, os.environ.get("GIT_CONFIG_GLOBAL", "")]
+    named += os.environ.get("PATH", "").split(os.pathsep)
+    kept_read_only = [real(p) for p in named if p and _under_tmp(real(p)) and os.path.exists(p)]
+    admin = real(admin_dir)
+    sealed = [os.path.join(admin, "config.worktree")]
+    sealed += [os.path.join(real(p), KEEP) for p in namespace]
     return Layout(
-        root=os.path.realpath(root),
-        common_dir=common,
-        area=area_real if os.path.isdir(area_real) else os.path.realpath(root),
-        worktree=os.path.realpath(worktree),
+        worktree=real(worktree),
         admin_dir=admin,
-        other_worktrees=tuple(others),
+        repos=tuple(repo_trees(db)),
+        namespace=tuple(real(p) for p in namespace),
+        objects=real(objects) if objects is not None else None,
+        sealed=tuple(sealed),
+        masked=tuple(masked),
+        sockets=tuple(sockets),
+        lent=tuple(real(p) for p in lent),
+        owned=tuple(real(p) for p in owned),
+        kept=tuple(kept),
+        kept_read_only=tuple(outermost(kept_read_only)),
+        channel=real(channel) if channel is not None else None,
     )
 
 
-def confined_argv(
-    mode: str,
-    state: Path,
-    paths: Layout,
-    task_id: str,
-    argv: list[str],
-    env: dict[str, str],
-) -> tuple[list[str], Decision]:
-    """`argv` as it runs under the repo's policy: wrapped in bwrap (and `env` told so) when
-    confined; unchanged otherwise. A command already confined for this task (a lane command
-    from its confined pane) runs as it is. `Decision.refused`: the caller must not run it."""
-    if os.environ.get(CONFINED_ENV) == task_id and not os.access(paths.root, os.W_OK):
-        # Already inside this task's confinement (a lane command from its pane): the variable
-        # alone proves nothing, the read-only root does.
-        return argv, Decision(True, "confined by its pane")
-    found = probe(state) if mode != Mode.OFF.value else Probe(False)
-    decision = decide(Mode(mode), found)
-    if not decision.confined or found.bwrap is None:
-        return argv, decision
-    env[CONFINED_ENV] = task_id
-    own_config = Path(paths.admin_dir) / "config.worktree"
-    if not own_config.exists():
-        with contextlib.suppress(OSError):  # empty: no setting; read-only once mounted
-            own_config.touch()
+def prepare(admin_dir: Path, namespace: Sequence[Path], objects: Path | None) -> None:
+    """What must exist before the mounts are made: the worktree's empty `config.worktree` (an
+    empty file sets nothing; read-only once mounted), its ref directories with their markers,
+    its object directory."""
+    with contextlib.suppress(FileExistsError):
+        (admin_dir / "config.worktree").touch(exist_ok=False)
+    for directory in namespace:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / KEEP).touch()
+    if objects is not None:
+        for sub in ("info", "pack"):
+            (objects / sub).mkdir(parents=True, exist_ok=True)
+
+
+def environment(
+    layout: Layout, env: dict[str, str], *, common_dir: Path, task_id: str | None, state: Path
+) -> dict[str, str]:
+    """`env` as the confined command gets it: git writes new objects to its own directory
+    (the common store an alternate it reads), never maintains the shared repository, finds the
+    guard first; it knows its channel and its task."""
+    out = dict(env)
+    out.update(no_maintenance(out))
+    if layout.objects is not None:
+        out["GIT_OBJECT_DIRECTORY"] = layout.objects
+        common = os.path.join(os.path.realpath(common_dir), "objects")
+        extra = env.get("GIT_ALTERNATE_OBJECT_DIRECTORIES")
+        out["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = f"{common}:{extra}" if extra else common
     guards = guard_dir(state)
     if guards is not None:
-        env["PATH"] = f"{guards}{os.pathsep}{env.get('PATH', os.defpath)}"
-        if os.path.basename(argv[0]) == "git":
-            argv = [str(guards / "git"), *argv[1:]]
-    from laneboard.core.adapters.config import config_dir
+        out["PATH"] = f"{guards}{os.pathsep}{out.get('PATH', os.defpath)}"
+    if task_id is not None:
+        out[CONFINED_ENV] = task_id
+    if layout.channel is not None:
+        out[CHANNEL_ENV] = os.path.join(CHANNEL_DIR, CHANNEL_SOCKET)
+    for name in ("TMUX", "TMUX_PANE", "LANEBOARD_TMUX_SOCKET"):
+        out.pop(name, None)
+    return out
 
-    user = config_dir()
-    if os.path.realpath(user) == os.path.realpath(state):
-        user = user / "config.toml"  # next to the ledger: only the file, made if missing
-        if not user.exists():
-            with contextlib.suppress(OSError):
-                user.touch()
-    else:
-        with contextlib.suppress(OSError):
-            user.mkdir(parents=True, exist_ok=True)
-    kept = [state / name for name in PROTECTED] + [user, own_config]
-    protected = tuple(os.path.realpath(p) for p in kept if os.path.lexists(p))
-    paths = replace(paths, protected=protected)
-    return bwrap_argv(found.bwrap, paths, argv), decision
+
+def decision(mode: str, state: Path) -> tuple[Decision, Probe]:
+    """How a task of a repo with `[confine] mode` runs here."""
+    found = probe(state) if mode != Mode.OFF.value else Probe(False)
+    return decide(Mode(mode), found), found
+
+
+def gaps() -> list[str]:
+    """What a sandbox here cannot hold, named (shown by `show` and `doctor`): a command runner
+    listening on an abstract socket (the network namespace is shared, so it is reachable), and
+    a machine the seccomp filter does not know."""
+    found: list[str] = []
+    if seccomp_filter(os.uname().machine) is None:
+        found.append(
+            f"no seccomp filter for {os.uname().machine}: a confined process could type into "
+            "its own terminal (TIOCSTI)"
+        )
+    try:
+        with open("/proc/net/unix", "rb") as table:
+            names = {line.split()[-1].decode(errors="replace") for line in table.readlines()[1:]}
+    except OSError:
+        names = set()
+    abstract = sorted(n for n in names if n.startswith("@") and ("X11-unix" in n or "dbus" in n))
+    for name in abstract:
+        found.append(
+            f"{name} is an abstract socket (an X server or a D-Bus): the network is shared, so "
+            "a confined process can reach it"
+        )
+    return found
+
+
+def confine_command(
+    bwrap: str,
+    layout: Layout,
+    argv: list[str],
+    *,
+    cwd: str | None = None,
+    seccomp: int | None = None,
+) -> list[str]:
+    """The argv that runs `argv` in `layout`'s sandbox."""
+    return bwrap_argv(bwrap, layout, argv, cwd=cwd, seccomp_fd=seccomp)
+
+
+__all__ = [
+    "CHANNEL_DIR",
+    "CHANNEL_SOCKET",
+    "Decision",
+    "Layout",
+    "confine_command",
+    "decision",
+    "environment",
+    "gaps",
+    "guard_dir",
+    "layout",
+    "prepare",
+    "probe",
+    "repo_trees",
+    "seccomp_fd",
+]

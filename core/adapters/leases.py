@@ -51,6 +51,9 @@ def lease_env(seq: int) -> str:
     return f"{around},{seq}"
 
 
+Claim = tuple[str, int]
+"""A `$LANEBOARD_LEASE` chain and the process it is claimed for (a caller of the channel)."""
+
 SAFETY_WAKE_SECONDS = 2.0
 """Upper bound on how long a waiter sleeps without re-running a pass. Admission and holder deaths
 wake it at once; this only covers what neither signals (a notifier killed between its commit and
@@ -162,20 +165,24 @@ class LeaseStore:
         )
         return [lease_from_row(r) for r in rows]
 
-    def outer(self) -> Lease | None:
-        """The running lease this process runs under: the innermost of those `$LANEBOARD_LEASE`
-        names (set by `exec` for its command), provided its command is an ancestor of this
-        process, so a stray variable in some unrelated shell means nothing."""
-        found = self.outers()
+    def outer(self, claim: Claim | None = None) -> Lease | None:
+        """The running lease this process (or the process a `claim` is about) runs under: the
+        innermost of those `$LANEBOARD_LEASE` names (set by `exec` for its command), provided
+        its command is an ancestor of that process, so a stray variable in some unrelated shell
+        means nothing."""
+        found = self.outers(claim)
         return found[0] if found else None
 
-    def outers(self) -> list[Lease]:
+    def outers(self, claim: Claim | None = None) -> list[Lease]:
         """Every running lease this process runs under, innermost first: `$LANEBOARD_LEASE` is
         the comma-separated chain of the leases of the commands around it, each one counted only
-        while its command is an ancestor of this process."""
+        while its command is an ancestor of this process. With a `claim`, the same for the
+        chain and process it names (a caller of the channel: its chain is only a claim, checked
+        against the process tree like any other)."""
+        chain, pid = (os.environ.get(LEASE_ENV, ""), os.getpid()) if claim is None else claim
         mine: set[int] | None = None
         found: list[Lease] = []
-        for named in reversed(os.environ.get(LEASE_ENV, "").split(",")):
+        for named in reversed(chain.split(",")):
             if not named.isdigit():
                 continue
             row = self.database.conn.execute(
@@ -186,17 +193,19 @@ class LeaseStore:
             lease = lease_from_row(row)
             if lease.state is not LeaseState.RUNNING:
                 continue
-            mine = set(procs.ancestors(os.getpid())) if mine is None else mine
+            mine = set(procs.ancestors(pid)) if mine is None else mine
             if lease.child_pid in mine or lease.holder_pid in mine:
                 found.append(lease)
         return found
 
-    def reentry(self, repo_id: int, lane: str | None, command: list[str]) -> Lease | None:
+    def reentry(
+        self, repo_id: int, lane: str | None, command: list[str], claim: Claim | None = None
+    ) -> Lease | None:
         """The outer lease to run under when it, or a lease it nests in, covers `lane` (the
         same lane, or the repo's root lane); None when a lease of one's own is needed. Raises
         when the outer lease conflicts without covering (the root lane asked for from inside a
         worktree lane): waiting would wait for itself forever."""
-        around = [lease for lease in self.outers() if lease.repo_id == repo_id]
+        around = [lease for lease in self.outers(claim) if lease.repo_id == repo_id]
         if not around:
             return None
         outer = around[0]
@@ -558,6 +567,7 @@ def hold(
     on_wait: Callable[[Lease], None] | None = None,
     cancel: Cancel | None = None,
     parent: Held | None = None,
+    claim: Claim | None = None,
 ) -> Iterator[Held]:
     """Hold a lane for the duration of the block: wait for admission, run the block, release.
 
@@ -568,9 +578,10 @@ def hold(
     without covering it (asking for the root lane from inside a worktree lane), waiting would
     wait for itself forever, so it is refused at once. Inside a block of this process's own
     (`parent`), or inside another lease of the repo that does not cover it, the new lease
-    nests in that one: the two never conflict, and it takes no slot of its own.
+    nests in that one: the two never conflict, and it takes no slot of its own. A `claim`
+    asks all of this for another process (a caller of the channel) instead of this one.
     """
-    outer = store.reentry(repo_id, lane, command)
+    outer = store.reentry(repo_id, lane, command, claim)
     if outer is not None:
         yield Held(outer, store, inherited=True)
         return
@@ -580,7 +591,7 @@ def hold(
         # `exec --lane other`) runs in that lease's turn and slot: queueing it behind the cap
         # its own outer lease fills would wait for itself. A user's or an agent's lane command
         # asking for other lanes queues as any other, so it cannot fan out past the slots.
-        around = store.outer()
+        around = store.outer(claim)
         if around is not None and around.repo_id == repo_id and around.kind in HOSTS:
             nest = around.seq
     with Waker(store.wake_dir) as waker:

@@ -235,6 +235,7 @@ def start_gated(
     started: Callable[[int, bool], None],
     *,
     output: int,
+    pass_fds: tuple[int, ...] = (),
 ) -> subprocess.Popen[bytes]:
     """Start a command in a session of its own without forking Python, so it is safe in a
     process with threads: `/bin/sh` waits on a gate pipe (its stdin) until `started(pid, True)`
@@ -254,6 +255,7 @@ def start_gated(
             stdout=output,
             stderr=output,
             start_new_session=True,
+            pass_fds=pass_fds,
         )
     finally:
         os.close(gate_read)

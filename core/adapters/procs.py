@@ -189,3 +189,42 @@ def group_alive(pgid: int | None, sid: int | None, since: int | None) -> bool:
         except PermissionError:
             pass
     return bool(members(pgid=pgid, sid=sid, since=since))
+
+
+def child_named(parent: int, inner: int) -> int | None:
+    """The child of `parent` that its own PID namespace numbers `inner` (a sandbox's process,
+    as this side numbers it), from `/proc/<pid>/status`'s `NSpid`; None when there is none."""
+    try:
+        threads = os.listdir(f"{PROC}/{parent}/task")
+    except OSError:
+        return None
+    for tid in threads:
+        try:
+            with open(f"{PROC}/{parent}/task/{tid}/children") as handle:
+                children = handle.read().split()
+        except OSError:
+            continue
+        for child in children:
+            try:
+                with open(f"{PROC}/{child}/status") as handle:
+                    status = handle.read()
+            except OSError:
+                continue
+            for line in status.splitlines():
+                if line.startswith("NSpid:") and line.split()[-1] == str(inner):
+                    return int(child)
+    return None
+
+
+def wait_gone(leader: int, since: int | None, *, deadline: float) -> bool:
+    """Wait until no live process is left in the process group or session `leader` led (one
+    ended by the kernel, a sandbox's, is gone a moment after its leader); True when none is,
+    False when some still are after `deadline` seconds (the caller goes on either way)."""
+    import time
+
+    end = time.monotonic() + deadline
+    while members(pgid=leader, sid=leader, since=since):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.01)
+    return True

@@ -78,12 +78,43 @@ def check_branch_prefix(prefix: str) -> str:
     return prefix
 
 
-def branch_for(prefix: str, name: str) -> str:
-    """The branch laneboard creates for task `name`: `<prefix>/<name>`, checked by git's rules."""
+BRANCH_LEAF = "work"
+"""The last part of a task's branch name: `<prefix>/<name>/work`, so that the task's branches
+have a directory of their own (`refs/heads/<prefix>/<name>/`), the only part of `refs/` its
+sandbox may write."""
+
+
+def namespace_for(prefix: str, name: str) -> str:
+    """Task `name`'s ref namespace below `refs/heads/`: `<prefix>/<name>`."""
     check_task_name(name)
     check_branch_prefix(prefix)
-    branch = f"{prefix}/{name}"
+    return f"{prefix}/{name}"
+
+
+def branch_for(prefix: str, name: str) -> str:
+    """The branch laneboard creates for task `name`: `<prefix>/<name>/work`, checked by git's
+    rules."""
+    branch = f"{namespace_for(prefix, name)}/{BRANCH_LEAF}"
     problem = ref_name_problem(f"refs/heads/{branch}")
     if problem:
         raise NameError_(f"branch {branch!r} is not a valid git branch name: {problem}")
     return branch
+
+
+def namespace_of(branch: str, name: str) -> str | None:
+    """The ref namespace of task `name` whose branch is `branch` (`<prefix>/<name>` for
+    `<prefix>/<name>/work`); None for a branch of the form laneboard used before namespaces
+    (`<prefix>/<name>`), which has no directory of its own."""
+    head, _, leaf = branch.rpartition("/")
+    if leaf != BRANCH_LEAF or "/" not in head or head.rpartition("/")[2] != name:
+        return None
+    return head
+
+
+def namespaced(branch: str, name: str) -> str | None:
+    """The namespaced form of an old-form branch `<prefix>/<name>` (`<prefix>/<name>/work`);
+    None when `branch` is not of that form."""
+    head, _, last = branch.rpartition("/")
+    if not head or last != name:
+        return None
+    return f"{branch}/{BRANCH_LEAF}"

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from laneboard.core.adapters import agentfiles, confine, faults, locks
+from laneboard.core.adapters import agentfiles, faults, locks, vault, warden
 from laneboard.core.adapters.config import Settings, state_dir
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import RepoContext
@@ -52,6 +52,8 @@ from laneboard.core.domain.runtime import (
     pane_of,
     same_pane,
 )
+from laneboard.core.domain.values import asdict
+from laneboard.core.operations import confinement
 from laneboard.core.operations.cancel import NOT_STARTED, cancel_requested, ever_started
 
 CUSTOM = "custom"
@@ -175,16 +177,46 @@ def start(
         env.setdefault("LANEBOARD_TMUX_SOCKET", runtime.socket_path)
     previous = pane_of(task)
     assert task.admin_name is not None
-    paths = confine.layout(
-        ctx.root, ctx.common_dir, Path(task.area), Path(task.worktree_path), task.admin_name
+    if ctx.settings.confine.mode != "off":
+        task = confinement.own_namespace(ledger, ctx.root, task, actor)
+    assert task.admin_name is not None
+    box = confinement.sandbox(
+        ctx.settings.confine.mode,
+        ledger.database,
+        common_dir=ctx.common_dir,
+        worktree=Path(task.worktree_path),
+        admin_name=task.admin_name,
+        task_id=task.id,
+        task_name=task.name,
+        branch=task.branch,
+        channel=confinement.channel_dir(task.id),
     )
-    run, decision = confine.confined_argv(
-        ctx.settings.confine.mode, states, paths, task.id, argv, env
-    )
-    if decision.refused:
-        raise AgentError(f"{task.name}: no agent started: {decision.note}")
+    if box.decision.refused:
+        raise AgentError(f"{task.name}: no agent started: {box.decision.note}")
+    command = pane_argv(argv)
+    if box.layout is not None:
+        command = warden.argv(
+            {
+                "task": task.id,
+                "name": task.name,
+                "repo_id": ctx.repo.id,
+                "bwrap": box.bwrap,
+                "layout": asdict(box.layout),
+                "command": argv,
+                "cwd": task.worktree_path,
+                "common_dir": str(ctx.common_dir),
+                "objects": str(box.objects),
+                "refs": [str(p) for p in box.refs],
+                "vault": str(vault.path(states, ctx.repo.id)),
+                "events": str(agentfiles.events_path(states, task.id)),
+                "state": str(states),
+                "ledger": str(ledger.database.path),
+                "slots": ctx.settings.lanes.slots,
+                "cap": ctx.settings.lanes.repo_cap,
+            }
+        )
     spec = LaunchSpec(
-        argv=tuple(pane_argv(run)),
+        argv=tuple(command),
         cwd=task.worktree_path,
         session=session_name(ctx.repo.name),
         window=task.name,
@@ -228,8 +260,8 @@ def start(
             agent_state=AgentState.STARTING.value,
             agent_exit=None,
             agent_prompt=task.agent_prompt if typed else None,
-            confined=decision.confined,
-            confine_note=decision.note,
+            confined=box.decision.confined,
+            confine_note=box.decision.note,
         )
     except LaneboardError:
         runtime.stop(ref, timeout=1.0)

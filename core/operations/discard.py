@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from laneboard.core.adapters import faults, locks, procs, snapshot
+from laneboard.core.adapters import faults, locks, procs, snapshot, vault
 from laneboard.core.adapters.git import (
     delete_ref_if,
     index_listing,
@@ -63,6 +63,7 @@ from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.domain.runtime import Runtime, pane_of
 from laneboard.core.domain.values import value
 from laneboard.core.domain.verdict import Reason
+from laneboard.core.operations import confinement
 from laneboard.core.operations.facts import (
     Observation,
     admin_dir,
@@ -159,6 +160,7 @@ def discard(
 ) -> Task:
     """Snapshot, then remove the task's worktree and branch; or refuse, changing nothing."""
     _refuse_unsettled(task)
+    confinement.settle(ctx.common_dir, task.id)
     check_transition(task.state, TaskState.DISCARDING)
     store = _store(ctx, ledger)
     own = [
@@ -442,7 +444,7 @@ class Discard:
         )
 
     def _record(self, n: int, saved: snapshot.Snapshot, **data: Any) -> snapshot.Snapshot:
-        return record(self.ledger, self.task, self.actor, n, saved, **data)
+        return record(self.ctx, self.ledger, self.task, self.actor, n, saved, **data)
 
     def _remove_leftovers(self, q: Path) -> None:
         """git removed the quarantine's `.git` (and perhaps its admin dir) but not every file:
@@ -598,9 +600,18 @@ def message(task: Task, n: int) -> str:
 
 
 def record(
-    ledger: Ledger, task: Task, actor: Actor, n: int, saved: snapshot.Snapshot, **data: Any
+    ctx: RepoContext,
+    ledger: Ledger,
+    task: Task,
+    actor: Actor,
+    n: int,
+    saved: snapshot.Snapshot,
+    **data: Any,
 ) -> snapshot.Snapshot:
-    """Record a snapshot in the ledger (and journal it)."""
+    """Keep a snapshot in the vault (its own copy, out of every sandbox's and every gc's
+    reach), then record it in the ledger (and journal it). A snapshot the vault cannot take is
+    refused: nothing that relies on it (a removal) goes on."""
+    vault.keep_ref(ctx.repo.id, ctx.common_dir, saved.sha, saved.ref)
     ledger.add_snapshot(
         task.id,
         task.repo_id,
@@ -641,11 +652,12 @@ def save_capture(
         extras=extras,
         message=message(task, n),
     )
-    return record(ledger, task, actor, n, saved)
+    return record(ctx, ledger, task, actor, n, saved)
 
 
 def save_worktree(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> snapshot.Snapshot:
     """Snapshot the task's (verified) worktree as it is now, e.g. before a rollback removes it."""
+    confinement.settle(ctx.common_dir, task.id)
     path = Path(task.worktree_path)
     admin = admin_dir(ctx, task)
     if admin is None:

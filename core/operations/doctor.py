@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from laneboard.core.adapters import locks, procs
+from laneboard.core.adapters.config import state_dir
 from laneboard.core.adapters.git import WorktreeEntry, worktree_list
 from laneboard.core.adapters.leases import LeaseStore
 from laneboard.core.adapters.ledger import Ledger
@@ -67,6 +68,8 @@ def diagnose(ctx: RepoContext, ledger: Ledger, *, fix: bool, runtime: Runtime) -
 
     findings.extend(_pane_findings(ledger, tasks, runtime, fix))
     findings.extend(_confinement_findings(ctx, tasks))
+    findings.extend(_vault_findings(ctx, ledger, tasks, fix))
+    findings.extend(_object_findings(ctx, tasks, fix))
     areas = {Path(t.area) for t in tasks} | {ctx.area}
     for path, entry in entries.items():
         if path in live_paths:
@@ -101,19 +104,102 @@ def _confinement_findings(ctx: RepoContext, tasks: list[Task]) -> list[Finding]:
     """Confinement the policy asks for but this machine cannot give, and each running agent
     that was started unconfined (DESIGN.md section 5a: never silently absent)."""
     from laneboard.core.adapters import confine
-    from laneboard.core.adapters.config import state_dir
 
     found: list[Finding] = []
     if ctx.settings.confine.mode != "off":
         probe = confine.probe(state_dir())
         if not probe.works:
             found.append(Finding("confinement-unavailable", probe.reason or "bwrap does not work"))
+    if ctx.settings.confine.mode != "off":
+        for gap in confine.gaps():
+            found.append(Finding("confinement-gap", gap))
     for task in tasks:
         if task.state is TaskState.RUNNING and task.confined is False:
             note = task.confine_note or "not recorded why"
             found.append(
                 Finding("unconfined", f"its agent runs unconfined: {note}", task.name, task.id)
             )
+    return found
+
+
+def _object_findings(ctx: RepoContext, tasks: list[Task], fix: bool) -> list[Finding]:
+    """Objects a task's git wrote in its sandbox that are not in the common store yet (its
+    warden was killed before it moved them): moved, verified, with `fix`."""
+    from laneboard.core.adapters import taskobjects
+
+    found: list[Finding] = []
+    common = ctx.common_dir / "objects"
+    for task in tasks:
+        own = taskobjects.directory(state_dir(), task.id)
+        waiting = taskobjects.pending(own, common)
+        if not waiting:
+            continue
+        fixed = None
+        if fix:
+            done = taskobjects.move(own, common)
+            fixed = f"moved {done.objects}" + (
+                f"; refused {len(done.refused or ())} that are not what their names say"
+                if done.refused
+                else ""
+            )
+        detail = f"{waiting} objects its git wrote are not in the repository's store yet"
+        found.append(Finding("objects-unmoved", detail, task.name, task.id, fixed))
+    return found
+
+
+def kept_refs(ledger: Ledger, task: Task) -> list[tuple[str, str]]:
+    """(ref, sha) of everything laneboard keeps of `task` in the vault and mirrors in the
+    repository: its snapshots, its finalize anchor, the tips its rebases kept."""
+    found = [(ref, sha) for _n, ref, sha in ledger.snapshots(task.id)]
+    if task.finalized_sha and task.state is not TaskState.FINALIZING:
+        found.append((finalize.anchor(task), task.finalized_sha))
+    for event in ledger.events(task.id):
+        if event.kind == "rebase.kept" and event.data.get("ref") and event.data.get("sha"):
+            found.append((str(event.data["ref"]), str(event.data["sha"])))
+    return found
+
+
+def _vault_findings(
+    ctx: RepoContext, ledger: Ledger, tasks: list[Task], fix: bool
+) -> list[Finding]:
+    """Every snapshot, anchor and kept tip the ledger records, checked against the vault and
+    the repository's mirror ref: a mirror ref that is gone or moved is put back from the
+    vault, and one the vault lacks is copied there (with `fix`); one neither holds is lost,
+    and said so."""
+    from laneboard.core.adapters import vault
+
+    found: list[Finding] = []
+    held = vault.path(state_dir(), ctx.repo.id)
+    for task in tasks:
+        for ref, sha in kept_refs(ledger, task):
+            in_vault = vault.held(held, ref) == sha
+            in_repo = ctx.git.ref_target(ref) == sha
+            if in_vault and in_repo:
+                continue
+            if not in_vault and not in_repo:
+                found.append(
+                    Finding(
+                        "kept-lost",
+                        f"{ref} ({sha[:12]}) is in neither the vault nor the repository",
+                        task.name,
+                        task.id,
+                        "not fixed: nothing holds it" if fix else None,
+                    )
+                )
+                continue
+            kind = "vault-missing" if in_repo else "kept-ref-missing"
+            where = "the vault lacks it" if in_repo else "the repository lost its ref"
+            fixed = None
+            if fix:
+                try:
+                    if in_repo:
+                        vault.keep(held, ctx.common_dir, sha, ref)
+                    else:
+                        vault.bring_back(held, ctx.common_dir, sha, ref)
+                    fixed = "copied into the vault" if in_repo else "put back from the vault"
+                except LaneboardError as err:
+                    fixed = f"not fixed: {err}"
+            found.append(Finding(kind, f"{ref} ({sha[:12]}): {where}", task.name, task.id, fixed))
     return found
 
 

@@ -10,21 +10,27 @@ covers the lane runs directly, so nested shims never wait on their own lane.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 
-from laneboard.core.adapters.config import Settings
+from laneboard.core.adapters import confine, procs
+from laneboard.core.adapters.channel import Client, LeaseDesk, Server
+from laneboard.core.adapters.config import Settings, state_dir
 from laneboard.core.adapters.db import Database, from_db, to_db
-from laneboard.core.adapters.leases import LEASE_ENV, LeaseStore, hold, lease_env
+from laneboard.core.adapters.leases import LEASE_ENV, Held, LeaseStore, hold, lease_env
 from laneboard.core.adapters.process import CommandNotFound, find_command, spawn_and_wait
 from laneboard.core.adapters.verify import common_dir_of, verify_worktree
-from laneboard.core.domain.confine import no_maintenance
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.identity import Identity
 from laneboard.core.domain.lanes import Lease, LeaseKind
+from laneboard.core.domain.names import namespace_of
 from laneboard.core.domain.values import value
+from laneboard.core.operations import confinement
 
 UNSETTLED = ("new", "provisioning", "discarding")
 """States in which a task's worktree is being created or removed: no command may run there."""
@@ -49,6 +55,7 @@ class LaneTarget:
     area: Path | None = None
     admin_name: str | None = None
     identity: Identity | None = None
+    branch: str | None = None
 
 
 def resolve_target(db: Database, start: Path, lane: str | None) -> LaneTarget:
@@ -85,6 +92,7 @@ def resolve_target(db: Database, start: Path, lane: str | None) -> LaneTarget:
         area=Path(from_db(task["area"]) or ""),
         admin_name=task["admin_name"],
         identity=identity,
+        branch=task["branch"],
     )
 
 
@@ -132,8 +140,7 @@ def run(
         "LANEBOARD_LANE": target.label,
     }
     command = [executable, *argv[1:]]
-    if target.lane is not None:
-        executable, command = _confined(target, settings, command, env, on_note)
+    box = _sandbox(store, target, settings, on_note) if target.lane is not None else None
     with (
         _cancel_on_signals(),
         hold(
@@ -149,43 +156,171 @@ def run(
     ):
         verify_target(target)  # again: the worktree may have changed while we waited
         env[LEASE_ENV] = lease_env(held.lease.seq)
-        held.exit_code = spawn_and_wait(
-            executable,
-            command,
-            working_dir(target),
-            env,
-            held.record_child,
-            own_group=not held.inherited,
-        )
+        if box is None or box.layout is None:
+            held.exit_code = spawn_and_wait(
+                executable,
+                command,
+                working_dir(target),
+                env,
+                held.record_child,
+                own_group=not held.inherited,
+            )
+        else:
+            held.exit_code = _run_confined(store, target, settings, box, command, env, held)
     return held.exit_code
 
 
-def _confined(
+def _sandbox(
+    store: LeaseStore,
     target: LaneTarget,
     settings: Settings,
+    on_note: Callable[[str], None] | None,
+) -> confinement.Sandbox:
+    """The sandbox of a worktree lane's command under the confinement policy."""
+    assert target.lane is not None and target.admin_name
+    branch = target.branch
+    if settings.confine.mode != "off" and branch and namespace_of(branch, target.label) is None:
+        from laneboard.core.adapters.ledger import Ledger
+        from laneboard.core.domain.models import Actor
+
+        ledger = Ledger(store.database)
+        branch = confinement.own_namespace(
+            ledger, target.root, ledger.task(target.lane), Actor.CLI
+        ).branch
+    box = confinement.sandbox(
+        settings.confine.mode,
+        store.database,
+        common_dir=target.common_dir,
+        worktree=target.cwd,
+        admin_name=target.admin_name,
+        task_id=target.lane,
+        task_name=target.label,
+        branch=branch,
+        channel=state_dir() / "run" / f"exec-{os.getpid()}-{time.monotonic_ns()}",
+    )
+    if box.decision.refused:
+        raise LaneboardError(f"lane {target.label}: not run: {box.decision.note}")
+    if not box.decision.confined and box.decision.note and on_note is not None:
+        on_note(f"lane {target.label} runs unconfined: {box.decision.note}")
+    return box
+
+
+def _run_confined(
+    store: LeaseStore,
+    target: LaneTarget,
+    settings: Settings,
+    box: confinement.Sandbox,
     command: list[str],
     env: dict[str, str],
-    on_note: Callable[[str], None] | None,
-) -> tuple[str, list[str]]:
-    """The executable and argv of a worktree lane's command under the confinement policy."""
-    from laneboard.core.adapters import confine
-    from laneboard.core.adapters.config import state_dir
+    held: Held,
+) -> int:
+    """Run the command in its sandbox, serving its channel and moving its new objects into the
+    common store while it runs (and once more after)."""
+    assert box.layout is not None and box.layout.channel and box.bwrap and target.lane
+    desk = LeaseDesk(
+        store.database.path,
+        target.lane,
+        target.label,
+        target.repo_id,
+        settings.lanes.slots,
+        settings.lanes.repo_cap,
+    )
+    server = Server(
+        Path(box.layout.channel),
+        target.lane,
+        target.label,
+        cwd=str(target.cwd),
+        env=env,
+        leases=desk,
+        ledger=store.database.path,
+    )
+    watcher = confinement.watcher(box, target.common_dir, target.repo_id, target.lane)
+    inner = confine.environment(
+        box.layout, env, common_dir=target.common_dir, task_id=target.lane, state=state_dir()
+    )
+    here = str(working_dir(target))
+    try:
+        with confine.seccomp_fd() as fd:
+            wrapped = confine.confine_command(box.bwrap, box.layout, command, cwd=here, seccomp=fd)
 
-    assert target.lane is not None and target.area is not None and target.admin_name
-    paths = confine.layout(
-        target.root, target.common_dir, target.area, target.cwd, target.admin_name
-    )
-    wrapped, decision = confine.confined_argv(
-        settings.confine.mode, state_dir(), paths, target.lane, command, env
-    )
-    if decision.refused:
-        raise LaneboardError(f"lane {target.label}: not run: {decision.note}")
-    if not decision.confined and decision.note and on_note is not None:
-        on_note(f"lane {target.label} runs unconfined: {decision.note}")
-    if wrapped is command:
-        return command[0], command
-    env.update(no_maintenance(env))
-    return wrapped[0], wrapped
+            seen: list[tuple[int, int | None]] = []
+
+            def started(pid: int, own_session: bool) -> None:
+                held.record_child(pid, own_session)
+                seen.append((pid, procs.start_time(pid)))
+                server.start()
+                watcher.start()
+
+            code = spawn_and_wait(
+                wrapped[0],
+                wrapped,
+                Path(here),
+                inner,
+                started,
+                own_group=not held.inherited,
+            )
+            # The sandbox is gone with its command; the kernel ends what was left in it a
+            # moment later. Its lease is released once they are (not found still there).
+            for pid, since in seen:
+                procs.wait_gone(pid, since, deadline=10.0)
+            return code
+    finally:
+        watcher.stop()
+        server.close()
+        shutil.rmtree(box.layout.channel, ignore_errors=True)
+
+
+def run_inside(
+    path: str, lane: str | None, argv: list[str], *, timeout: float | None,
+    on_note: Callable[[str], None],
+) -> int:  # fmt: skip
+    """`laneboard exec` inside a task's sandbox: its own lane is held outside through the
+    channel (`Op.LEASE`) while the command runs here, in the sandbox it is in already."""
+    if lane is None:
+        name = os.environ.get("LANEBOARD_TASK_NAME") or os.environ.get("LANEBOARD_LANE") or "a"
+        raise LaneboardError(
+            f"`exec --root` is not allowed from inside task {name}'s sandbox; run it from your "
+            "own terminal"
+        )
+    executable = find_command(argv[0])
+    if executable is None:
+        raise CommandNotFound(f"command not found: {argv[0]}")
+    client = Client(path)
+    try:
+        client.send(
+            op="lease",
+            lane=lane,
+            argv=argv,
+            outer=os.environ.get(LEASE_ENV, ""),
+            timeout=timeout,
+        )
+        while True:
+            found = client.answer()
+            if "waiting" in found:
+                on_note(f"waiting for its lane: {found['waiting']}")
+                continue
+            break
+        seq = int(found["admitted"])
+        env = {**os.environ, LEASE_ENV: lease_env(seq)}
+
+        def started(pid: int, own_session: bool) -> None:
+            if not found.get("inherited"):
+                client.send(op="started", pid=pid, session=own_session)
+
+        with _cancel_on_signals():
+            code = spawn_and_wait(
+                executable,
+                [executable, *argv[1:]],
+                Path(os.getcwd()),
+                env,
+                started,
+                own_group=not found.get("inherited"),
+            )
+        with contextlib.suppress(OSError):
+            client.send(op="exit", code=code)
+        return code
+    finally:
+        client.close()
 
 
 def working_dir(target: LaneTarget) -> Path:

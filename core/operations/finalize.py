@@ -29,11 +29,13 @@ journalled result means it landed; anything else means it did not.
 from __future__ import annotations
 
 import os
+import shutil
+import stat
 import time
 from pathlib import Path
 from typing import Any
 
-from laneboard.core.adapters import faults, history
+from laneboard.core.adapters import faults, history, vault
 from laneboard.core.adapters.config import state_dir
 from laneboard.core.adapters.git import run_git, symbolic_target
 from laneboard.core.adapters.integrate import (
@@ -60,6 +62,7 @@ from laneboard.core.domain.lifecycle import check_transition
 from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.domain.runtime import Runtime, agent_processes, pane_of
 from laneboard.core.domain.values import value
+from laneboard.core.operations import confinement
 from laneboard.core.operations.facts import branch_uses
 from laneboard.core.operations.provision import describe
 from laneboard.core.operations.rebase import refuse_merges
@@ -119,6 +122,7 @@ def plan(
     """Every refusal of finalize, before anything changes: not reviewed, the branch moved since
     review, uncommitted work, an agent still running, no target, the target checked out in
     another worktree or in a dirty root, no git identity."""
+    confinement.settle(ctx.common_dir, task.id)
     if strategy not in STRATEGIES:
         raise LaneboardError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
     reviewed = plan_publish(ctx, task)
@@ -435,16 +439,34 @@ class Integration:
         argv = ["/bin/sh", "-c", gate] if isinstance(gate, str) else list(gate)
         log = state_dir() / "logs" / self.task.id / f"gate-{int(time.time())}.log"
         self._journal("gate.started", {"command": argv, "sha": new, "log": str(log)})
-        data = run_logged(
-            self.ctx,
-            self.task,
-            self.held,
-            argv,
-            self.verified_scratch(),
-            log,
-            "gate command",
-            leftovers=True,
+        where = self.verified_scratch()
+        admin = _admin_of(self.ctx, where)
+        if admin is None:
+            raise Stopped(f"the scratch worktree {where} has no admin dir of its own")
+        # The gate runs the task's code: confined to the scratch worktree, its objects thrown
+        # away with it.
+        objects = state_dir() / "objects" / f"gate-{self.task.id}"
+        box = confinement.sandbox(
+            self.ctx.settings.confine.mode,
+            self.ledger.database,
+            common_dir=self.ctx.common_dir,
+            worktree=where,
+            admin_name=admin.name,
+            task_id=None,
+            task_name=self.task.name,
+            branch=None,
+            channel=None,
+            objects=objects,
         )
+        if box.decision.refused:
+            raise Stopped(f"{self.task.name}: the gate was not run: {box.decision.note}")
+        try:
+            data = run_logged(
+                self.ctx, self.task, self.held, argv, where, log, "gate command",
+                leftovers=True, box=box,
+            )  # fmt: skip
+        finally:
+            shutil.rmtree(objects, ignore_errors=True)
         data["sha"] = new
         faults.checkpoint("finalize.after_gate")
         if data["exit_code"] != 0:
@@ -543,6 +565,7 @@ def land(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor, old: str, n
         problem = update_ref(ctx.root, ref, reviewed, ZERO, f"laneboard: finalized {task.id}")
         if problem is not None:
             raise LaneboardError(f"the anchor {ref} could not be written: {problem}")
+    vault.keep_ref(ctx.repo.id, ctx.common_dir, reviewed, ref)
     faults.checkpoint("finalize.after_anchor")
     return ledger.update_task(
         task.id,
@@ -639,6 +662,13 @@ def drop_scratch(ctx: RepoContext, task: Task, pinned: Identity | None) -> None:
     directory is gone (a gate deleted it) only when it carries this task's lock reason.
     Anything else is left alone and refused. Must run under a root lease."""
     path = scratch_path(task)
+    registered = _admin_of(ctx, path)
+    ours = registered is not None and _read(registered / "locked") == scratch_reason(task)
+    if _emptied(path, pinned) and (pinned is not None or ours):
+        # A confined gate can empty its scratch worktree but not remove the directory (its
+        # sandbox's mount point): what is left is the pinned directory, empty. Nothing of
+        # anyone's is in it; its registration is proven below, as for one deleted outright.
+        os.rmdir(path)
     if os.path.lexists(path):
         seen = verify_worktree(
             path,
@@ -659,6 +689,18 @@ def drop_scratch(ctx: RepoContext, task: Task, pinned: Identity | None) -> None:
         if _read(admin / "locked") != scratch_reason(task):
             raise LaneboardError(f"{admin} is not laneboard's scratch registration; left alone")
     scratch_remove(ctx.root, path)
+
+
+def _emptied(path: Path, pinned: Identity | None) -> bool:
+    """`path` is a real, empty directory: the pinned scratch directory, when it was pinned."""
+    try:
+        info = path.lstat()
+        empty = stat.S_ISDIR(info.st_mode) and not os.listdir(path)
+    except OSError:
+        return False
+    if pinned is not None and (info.st_dev, info.st_ino) != (pinned.dir_dev, pinned.dir_ino):
+        return False
+    return empty
 
 
 def _read(path: Path) -> str | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from laneboard.core.adapters import history
+from laneboard.core.adapters import history, vault
 from laneboard.core.adapters.git import first_line, run_git
 from laneboard.core.adapters.integrate import NO_HOOKS, REBASE_OPTIONS, ZERO, identity, update_ref
 from laneboard.core.adapters.ledger import Ledger
@@ -24,7 +24,7 @@ from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.lanes import LeaseKind
 from laneboard.core.domain.models import Actor, Task
 from laneboard.core.domain.runtime import Runtime, pane_of, pane_state
-from laneboard.core.operations import agents
+from laneboard.core.operations import agents, confinement
 from laneboard.core.operations.facts import admin_dir, operations_in
 
 
@@ -33,6 +33,7 @@ def rebase(
 ) -> tuple[Task, tuple[str, ...]]:
     """Rebase the task's branch onto its target. Returns the task and the conflicted files
     (empty when the rebase finished)."""
+    confinement.settle(ctx.common_dir, task.id)
     if not task.target:
         raise LaneboardError(f"{task.name} has no target branch to rebase onto")
     onto = ctx.git.branch_tip(task.target)
@@ -64,6 +65,8 @@ def rebase(
         # The commits before the rebase stay reachable (a rebase rewrites them away).
         kept = f"refs/laneboard/rebased/{task.id}/{old}"
         update_ref(ctx.root, kept, old, ZERO, f"laneboard: before rebase of {task.id}")
+        vault.keep_ref(ctx.repo.id, ctx.common_dir, old, kept)
+        ledger.append_event(task.id, ctx.repo.id, "rebase.kept", actor, {"ref": kept, "sha": old})
         done = run_git([*NO_HOOKS, *argv[1:]], cwd=worktree, read=False, check=False)
         in_progress = admin is not None and operations_in(admin)
         if done.returncode != 0 and not in_progress:

@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from laneboard.core.adapters import snapshot
+from laneboard.core.adapters import snapshot, vault
+from laneboard.core.adapters.config import state_dir
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.lanes import Lease
 from laneboard.core.domain.models import Actor, Task, TaskState
-from laneboard.core.domain.names import branch_for, check_task_name
+from laneboard.core.domain.names import branch_for, check_task_name, namespace_of
 from laneboard.core.operations.provision import create, refuse_live_name
 
 OnWait = Callable[[Lease], None] | None
@@ -64,8 +65,12 @@ def restore(
     new_name = check_task_name(as_name) if as_name else old.name
     refuse_live_name(ledger, ctx, new_name)
     _, ref, sha = ledger.snapshots(old.id)[-1]
+    if ctx.git.ref_target(ref) != sha:  # the repository lost it: the vault has its own copy
+        vault.bring_back(vault.path(state_dir(), ctx.repo.id), ctx.common_dir, sha, ref)
     saved = snapshot.read(ctx.root, ref, sha)
-    branch = old.branch if as_name is None else branch_for(ctx.settings.branch_prefix, new_name)
+    branch = old.branch
+    if as_name is not None or namespace_of(old.branch, old.name) is None:
+        branch = branch_for(ctx.settings.branch_prefix, new_name)
     if ctx.git.branch_tip(branch) is not None:
         hint = "" if as_name else f" (restore {name} --as NEW_NAME uses a new branch)"
         raise LaneboardError(

@@ -18,6 +18,7 @@ from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.errors import GitError, LaneboardError
 from laneboard.core.domain.models import Actor, Task
 from laneboard.core.domain.review import Committed, Pending, Review
+from laneboard.core.operations import confinement
 
 
 def tip_of(ctx: RepoContext, task: Task) -> str:
@@ -48,6 +49,7 @@ def review(ctx: RepoContext, ledger: Ledger, task: Task) -> Review:
     """The task's review now. The merge base is with the target's tip (the task's base commit
     when it has no target, shares no history with it, or is retired: once merged, the merge
     base with the target would be its own tip)."""
+    confinement.settle(ctx.common_dir, task.id)
     tip = tip_of(ctx, task)
     against = target_tip(ctx, task)
     base = (history.merge_base(ctx.root, against, tip) if against and task.live else None) or (

@@ -9,12 +9,14 @@ provisioning, which then rolls back.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from laneboard.core.adapters import confine
 from laneboard.core.adapters.config import state_dir
 from laneboard.core.adapters.leases import LEASE_ENV, Cancelled, Held, lease_env
 from laneboard.core.adapters.ledger import Ledger
@@ -23,6 +25,7 @@ from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.lanes import Lease, LeaseKind
 from laneboard.core.domain.models import Actor, Task
+from laneboard.core.operations import confinement
 from laneboard.core.operations.cancel import CancelRequested, stop_check
 
 TICK_SECONDS = 0.25
@@ -56,9 +59,25 @@ def run_setup(
         ledger.append_event(
             task.id, ctx.repo.id, "setup.started", actor, {"command": argv, "log": str(log)}
         )
-        data = run_logged(
-            ctx, task, held, argv, Path(task.worktree_path), log, stop=stop_check(ledger, task)
+        assert task.admin_name is not None
+        box = confinement.sandbox(
+            ctx.settings.confine.mode,
+            ledger.database,
+            common_dir=ctx.common_dir,
+            worktree=Path(task.worktree_path),
+            admin_name=task.admin_name,
+            task_id=task.id,
+            task_name=task.name,
+            branch=task.branch,
+            channel=None,
         )
+        if box.decision.refused:
+            raise LaneboardError(f"setup command not run: {box.decision.note}")
+        data = run_logged(
+            ctx, task, held, argv, Path(task.worktree_path), log, stop=stop_check(ledger, task),
+            box=box,
+        )  # fmt: skip
+        confinement.settle(ctx.common_dir, task.id)
     if data["exit_code"] != 0:
         ledger.append_event(task.id, ctx.repo.id, "setup.failed", actor, data)
         raise LaneboardError(f"setup command {failure(data)}")
@@ -85,12 +104,14 @@ def run_logged(
     *,
     leftovers: bool = False,
     stop: Callable[[], bool] | None = None,
+    box: confinement.Sandbox | None = None,
 ) -> dict[str, Any]:
     """Run `argv` in `cwd` as the command of `held` (a setup or a gate), its output going to
     `log` and, as it comes, to `ctx.on_output`; stopped (its whole group) when `ctx.cancel` is
     set or the caller is interrupted; with `leftovers`, whatever it left running in its group
     is stopped when it exits (a gate's stray test servers); `stop`, looked at every tick, stops
-    it too (the task was cancelled: `CancelRequested`). Returns what the journal keeps: the
+    it too (the task was cancelled: `CancelRequested`); with a `box` that confines, it runs in
+    that sandbox (no channel: it asks nothing of laneboard). Returns what the journal keeps: the
     command, exit code (128+N for signal N), the output's tail and the log's path."""
     env = {
         **os.environ,
@@ -111,7 +132,20 @@ def run_logged(
             if ctx.on_output is not None and (chunk := follow.read()):
                 ctx.on_output(chunk)
 
-        proc = start_gated(executable, argv, cwd, env, held.record_child, output=output.fileno())
+        with contextlib.ExitStack() as fds:
+            run = argv
+            pass_fds: tuple[int, ...] = ()
+            if box is not None and box.layout is not None and box.bwrap is not None:
+                fd = fds.enter_context(confine.seccomp_fd())
+                run = confine.confine_command(box.bwrap, box.layout, argv, cwd=str(cwd), seccomp=fd)
+                env = confine.environment(
+                    box.layout, env, common_dir=ctx.common_dir, task_id=None, state=state_dir()
+                )
+                executable, pass_fds = run[0], () if fd is None else (fd,)
+            proc = start_gated(
+                executable, run, cwd, env, held.record_child, output=output.fileno(),
+                pass_fds=pass_fds,
+            )  # fmt: skip
         try:
             while True:
                 stream()

@@ -638,6 +638,13 @@ class Service(AgentCommands, ReviewCommands, DelegationCommands):
         )
 
     @staticmethod
+    def confinement_gaps() -> list[str]:
+        """What a sandbox on this machine cannot hold (docs/confine.md), named."""
+        from laneboard.core.adapters import confine
+
+        return confine.gaps()
+
+    @staticmethod
     def state_root() -> Path:
         """laneboard's state directory (the ledger, logs, event files)."""
         return state_dir()

@@ -26,6 +26,14 @@ def run_in_lane(
     """Run `argv` in `lane` (a task's name or id; None: the root lane) of the repository that
     contains `start`; return the command's exit code (128+N when signal N ended it or the
     wait)."""
+    from laneboard.core.adapters.channel import inside
+
+    path = inside()
+    if path is not None:  # in a task's sandbox: its lane is held outside, through its channel
+        from laneboard.core.operations.exec import run_inside
+
+        return run_inside(path, lane, argv, timeout=timeout, on_note=on_note or (lambda _: None))
+
     from laneboard.core.adapters.config import load_settings
     from laneboard.core.adapters.db import Database, default_path
     from laneboard.core.adapters.leases import LeaseStore

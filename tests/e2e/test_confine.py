@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT, git
+from tests.e2e.test_runtime import eventually
 from tests.procs import started
 
 
@@ -80,49 +81,57 @@ def test_a_confined_command_cannot_write_outside_its_worktree(tasks: Path, cli, 
     assert snapshot([repo]) == before
 
 
-def test_it_can_commit_branch_tag_and_fetch_in_its_own_worktree(
-    tasks: Path, cli, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+def test_it_can_commit_branch_and_fetch_in_its_own_worktree(tasks: Path, cli, shared: Path) -> None:  # type: ignore[no-untyped-def]
     repo = tasks
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(remote))
+    remote = shared / "remote.git"
+    git(shared, "init", "-q", "--bare", str(remote))
     git(repo, "push", "-q", str(remote), "main:refs/heads/upstream")
     code, err = inside(
         cli,
         "a",
         "echo work > work.txt && git add work.txt && git commit -q -m work && "
-        "git branch side && git tag v1 && "
-        f"git fetch -q {remote} upstream:refs/remotes/r/upstream && "
+        "git branch lb/a/side && "
+        f"git fetch -q {remote} upstream:lb/a/upstream && git fetch -q {remote} upstream && "
         'git worktree list >/dev/null && echo outside > "$HOME/outside.txt"',
     )
     assert code == 0, err
     worktree = repo / ".worktrees" / "a"
     assert git(worktree, "log", "-1", "--format=%s") == "work"
-    assert git(repo, "rev-parse", "side") == git(repo, "rev-parse", "lb/a")
-    assert git(repo, "rev-parse", "v1") == git(repo, "rev-parse", "lb/a")
-    assert git(repo, "rev-parse", "refs/remotes/r/upstream") == git(repo, "rev-parse", "main")
+    assert git(repo, "rev-parse", "lb/a/side") == git(repo, "rev-parse", "lb/a/work")
+    assert git(repo, "rev-parse", "lb/a/upstream") == git(repo, "rev-parse", "main")
+    assert git(worktree, "rev-parse", "FETCH_HEAD") == git(repo, "rev-parse", "main")
     assert (Path(os.environ["HOME"]) / "outside.txt").read_text() == "outside\n"
 
 
 def test_two_confined_agents_commit_at_once_and_both_land(
-    tasks: Path, cli, server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tasks: Path, cli, server, shared: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # type: ignore[no-untyped-def]
     repo = tasks
+    tmp_path = shared
     monkeypatch.setenv("LANEBOARD_TMUX_SOCKET", server.socket_name)
-    go = tmp_path / "go"
-    os.mkfifo(go)
     for name in ("a", "b"):
+        go = tmp_path / f"go-{name}"
+        os.mkfifo(go)
         loop = (
             f"cat {go} >/dev/null; for i in $(seq 1 15); do echo $i > n.txt; git add n.txt; "
             f"git commit -q -m c$i || exit 1; done; touch {tmp_path}/{name}.done; sleep 60"
         )
         assert cli("start", name, "--cmd", f"sh -c '{loop}'").code == 0
         assert json.loads(cli("show", name, "--json").out)["confined"] is True
-    with open(go, "w") as fifo:  # both read the same FIFO: they start together
-        fifo.write("go\n")
-    _wait(lambda: all((tmp_path / f"{n}.done").exists() for n in "ab"))
+    for name in ("a", "b"):  # each waits on its own FIFO: they start together
+        with open(tmp_path / f"go-{name}", "w") as fifo:
+            fifo.write("go\n")
+
+    def screens() -> str:
+        return "\n".join(
+            "\n".join(server.cmd("capture-pane", "-p", "-t", f"lb-repo:{n}").stdout) for n in "ab"
+        )
+
+    eventually(
+        lambda: all((tmp_path / f"{n}.done").exists() for n in "ab"), "both done", 60, screens
+    )
     for name in ("a", "b"):
-        assert git(repo, "rev-list", "--count", f"main..lb/{name}") == "15"
+        assert git(repo, "rev-list", "--count", f"main..lb/{name}/work") == "15"
     assert git(repo, "fsck", "--no-progress") == ""
     for name in ("a", "b"):
         assert cli("retain", name).code == 0
@@ -132,7 +141,7 @@ def test_two_confined_lane_commands_commit_at_once_and_both_land(tasks: Path, cl
     repo = tasks
     loop = (
         "for i in $(seq 1 15); do echo $i > n.txt; git add n.txt; "
-        "git commit -q -m c$i || exit 1; git branch -f side-$LANEBOARD_LANE; done"
+        "git commit -q -m c$i || exit 1; git branch -f lb/$LANEBOARD_LANE/side; done"
     )
     procs = [
         started(["exec", "--lane", name, "--", "sh", "-c", loop], repo, {}) for name in ("a", "b")
@@ -141,8 +150,10 @@ def test_two_confined_lane_commands_commit_at_once_and_both_land(tasks: Path, cl
         _out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
     for name in ("a", "b"):
-        assert git(repo, "rev-list", "--count", f"main..lb/{name}") == "15"
-        assert git(repo, "rev-parse", f"side-{name}") == git(repo, "rev-parse", f"lb/{name}")
+        assert git(repo, "rev-list", "--count", f"main..lb/{name}/work") == "15"
+        assert git(repo, "rev-parse", f"lb/{name}/side") == git(
+            repo, "rev-parse", f"lb/{name}/work"
+        )
 
 
 def test_gc_prune_and_worktree_changes_fail_inside_and_change_nothing(
@@ -179,9 +190,10 @@ def test_gc_prune_and_worktree_changes_fail_inside_and_change_nothing(
 
 
 def test_a_worktree_created_after_the_agent_started_is_protected_too(
-    tasks: Path, cli, server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tasks: Path, cli, server, shared: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # type: ignore[no-untyped-def]
     repo = tasks
+    tmp_path = shared
     monkeypatch.setenv("LANEBOARD_TMUX_SOCKET", server.socket_name)
     go, report = tmp_path / "go", tmp_path / "report"
     os.mkfifo(go)
@@ -342,18 +354,27 @@ def test_a_lane_command_from_a_confined_command_is_not_confined_twice(tasks: Pat
     assert err.count("runs unconfined") == 0
 
 
-def test_laneboards_own_state_that_decides_later_runs_is_read_only_inside(tasks: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_laneboards_own_state_is_hidden_inside_but_what_the_task_uses(tasks: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    """The state dir is masked: the ledger, caches, the probe's verdict, the config, other
+    tasks' files are not there; the guard and the task's own event file are lent back (the
+    guard read-only, the event file writable)."""
     repo = tasks
     (repo / ".laneboard.toml").write_text('[confine]\nmode = "required"\n')
     assert cli("exec", "--lane", "a", "--", "true").code == 0  # caches config and probe
     state = Path(os.environ["LANEBOARD_HOME"])
-    for target in ("cache/confine.json", "confine/bin/git", "config.toml"):
+    task = json.loads(cli("show", "a", "--json").out)["id"]
+    before = {p: p.read_bytes() for p in state.rglob("*") if p.is_file() and "logs" not in p.parts}
+    for target in ("cache/confine.json", "ledger.sqlite3", "config.toml", "cache/config"):
         code, err = inside(cli, "a", f"echo tampered >> {state / target}")
-        assert code != 0 and "Read-only file system" in err, target
-    code, err = inside(
-        cli, "a", f"for f in {state}/cache/config/*; do echo '{{}}' > $f || exit 1; done"
-    )
+        assert code != 0, target
+        assert "Read-only file system" in err or "Directory nonexistent" in err, err
+    code, err = inside(cli, "a", f"echo tampered >> {state / 'confine/bin/git'}")
     assert code != 0 and "Read-only file system" in err
+    code, err = inside(cli, "a", f"echo own >> {state / 'events' / (task + '.log')}")
+    assert code == 0, err
+    after = {p: p.read_bytes() for p in before if p.exists()}
+    changed = [p for p in before if after.get(p) != before[p] and "events" not in p.parts]
+    assert changed == [] or all("ledger" in p.name for p in changed), changed
     code, _ = inside(cli, "a", f"echo x >> {repo}/README.md")
     assert code != 0  # still confined, still required
     assert cli("exec", "--lane", "a", "--", "sh", "-c", "echo ok > own.txt").code == 0

@@ -51,7 +51,7 @@ def test_crash_then_doctor_fix_leaves_nothing_orphaned(point: str, repo: Path, c
         assert task["identity"] is not None
         assert cli("verify", "boom").code == 0
         assert "locked" not in git(repo, "worktree", "list", "--porcelain")
-        assert git(repo, "rev-parse", "lb/boom") == git(repo, "rev-parse", "main")
+        assert git(repo, "rev-parse", "lb/boom/work") == git(repo, "rev-parse", "main")
     assert (bystander / "keep.txt").read_text() == "not laneboard's\n"
     assert git(repo, "rev-parse", "someone-elses") == git(repo, "rev-parse", "main")
     # After the fix only the bystander remains to report.
@@ -79,7 +79,7 @@ def test_doctor_does_not_touch_a_provisioning_that_is_still_running(repo: Path, 
             "state": TaskState.PROVISIONING.value,
             "base_ref": "HEAD",
             "base_sha": git(repo, "rev-parse", "HEAD"),
-            "branch": "lb/busy",
+            "branch": "lb/busy/work",
             "area": str(repo / ".worktrees"),
             "worktree_path": str(repo / ".worktrees" / "busy"),
             "owner_pid": pid,
@@ -106,7 +106,7 @@ def test_unowned_worktree_in_the_area_is_reported_and_never_deleted(repo: Path, 
 def test_missing_worktree_and_branch_are_reported(repo: Path, cli) -> None:
     assert cli("new", "gone", "--no-start").code == 0
     git(repo, "worktree", "remove", str(repo / ".worktrees" / "gone"))
-    git(repo, "branch", "-D", "lb/gone")
+    git(repo, "branch", "-D", "lb/gone/work")
     kinds = sorted(f["kind"] for f in json.loads(cli("doctor", "--json").out)["findings"])
     assert kinds == ["missing-branch", "missing-worktree"]
 
@@ -134,7 +134,7 @@ def _interrupt_inside_worktree_add(repo: Path, cli) -> str:
         "--reason",
         f"laneboard: initializing task {task_id}",
         str(path),
-        "lb/w",
+        "lb/w/work",
     )
     return task_id
 

@@ -112,7 +112,7 @@ def test_max_children_and_max_depth_refuse_before_anything_is_made(
     assert cli("new", "a1", "--parent", "a", "--no-start").code == 0  # depth 2
     deep = cli("new", "a2", "--parent", "a1", "--no-start")
     assert deep.code == 1 and "max_depth" in deep.err
-    assert branches(repo) == before | {"lb/a1"}
+    assert branches(repo) == before | {"lb/a1/work"}
     # A child that retired frees its place.
     assert cli("cancel", "b").code == 0
     assert cli("new", "c", "--parent", "p", "--no-start").code == 0
@@ -125,7 +125,7 @@ def test_max_children_and_max_depth_refuse_before_anything_is_made(
 def test_cancel_before_any_agent_removes_exactly_what_the_child_created(
     repo: Path, cli, parent: dict[str, Any]
 ) -> None:
-    git(repo, "branch", "lb/unrelated")
+    git(repo, "branch", "lb/unrelated/work")
     (repo / ".worktrees" / "keep-me").mkdir(parents=True)
     child = doc(cli("new", "c", "--parent", "p", "--no-start", "--json"))
     inside = Path(child["worktree_path"])
@@ -135,8 +135,8 @@ def test_cancel_before_any_agent_removes_exactly_what_the_child_created(
     assert Service().cancel_removes(Service().resolve(repo, "c")) is True
     done = doc(cli("cancel", "c", "--json"))
     assert done["state"] == "cancelled" and done["disposition"] == "cancelled"
-    assert not inside.exists() and "lb/c" not in branches(repo)
-    assert {"lb/unrelated", "lb/p", "main"} <= branches(repo)
+    assert not inside.exists() and "lb/c/work" not in branches(repo)
+    assert {"lb/unrelated/work", "lb/p/work", "main"} <= branches(repo)
     assert (repo / ".worktrees" / "keep-me").is_dir()
     assert Path(parent["worktree_path"], "plan.md").exists()
     kinds = [e["kind"] for e in doc(cli("log", child["id"], "--json"))["events"]]
@@ -166,9 +166,9 @@ def test_cancel_refuses_while_a_process_works_in_the_worktree(
 
 
 def test_cancel_during_setup_stops_it_and_rolls_the_child_back(
-    repo: Path, cli, parent: dict[str, Any], tmp_path: Path
+    repo: Path, cli, parent: dict[str, Any], shared: Path
 ) -> None:
-    marker = tmp_path / "setup-began"
+    marker = shared / "setup-began"  # the setup runs confined: it sees the test's home
     config(f'[provision]\nsetup = "touch {marker}; exec sleep 60"\n')
     spawning = Spawned(["new", "c", "--parent", "p", "--no-start"], repo)
     try:
@@ -182,7 +182,7 @@ def test_cancel_during_setup_stops_it_and_rolls_the_child_back(
         assert "cancelled" in spawning.proc.stderr.read().decode()  # type: ignore[union-attr]
     finally:
         spawning.close()
-    assert not (repo / ".worktrees" / "c").exists() and "lb/c" not in branches(repo)
+    assert not (repo / ".worktrees" / "c").exists() and "lb/c/work" not in branches(repo)
     kinds = [e["kind"] for e in doc(cli("log", done["id"], "--json"))["events"]]
     assert "setup.started" in kinds and "cancel.requested" in kinds
 
@@ -201,7 +201,7 @@ def test_a_cancel_interrupted_after_its_intent_is_finished_by_doctor(
     assert [f["kind"] for f in json.loads(report.out)["findings"]] == ["interrupted-cancel"]
     fixed = doc(cli("doctor", "--fix", "--json"))["findings"][0]
     assert fixed["fixed"] == "marked cancelled"
-    assert not Path(child["worktree_path"]).exists() and "lb/c" not in branches(repo)
+    assert not Path(child["worktree_path"]).exists() and "lb/c/work" not in branches(repo)
 
 
 def test_a_child_killed_mid_setup_and_then_cancelled_is_undone_not_finished(
@@ -214,7 +214,7 @@ def test_a_child_killed_mid_setup_and_then_cancelled_is_undone_not_finished(
     assert doc(cli("show", "c", "--json"))["state"] == "provisioning"
     done = doc(cli("cancel", "c", "--json"))  # its owner is dead: the cancel undoes it
     assert done["state"] == "cancelled"
-    assert not (repo / ".worktrees" / "c").exists() and "lb/c" not in branches(repo)
+    assert not (repo / ".worktrees" / "c").exists() and "lb/c/work" not in branches(repo)
 
 
 def test_after_a_crash_doctor_undoes_a_provisioning_that_was_being_cancelled(
@@ -232,7 +232,7 @@ def test_after_a_crash_doctor_undoes_a_provisioning_that_was_being_cancelled(
     assert [(f["kind"], f["fixed"]) for f in fixed] == [
         ("interrupted-provisioning", "marked cancelled")
     ]
-    assert not (repo / ".worktrees" / "c").exists() and "lb/c" not in branches(repo)
+    assert not (repo / ".worktrees" / "c").exists() and "lb/c/work" not in branches(repo)
 
 
 def test_retry_provisions_a_failed_setup_again_from_the_same_commit(
@@ -271,14 +271,14 @@ def test_a_reviewed_child_is_finalized_into_its_parents_branch_and_checkout(
     (work / "plan.md").write_text("the parent is editing this\n")
     dirty = cli("finalize", "c", "--merge")
     assert dirty.code == 1 and "uncommitted changes (plan.md)" in dirty.err
-    assert git(repo, "rev-parse", "lb/p") == git(work, "rev-parse", "HEAD^{commit}")
-    assert git(repo, "log", "-1", "--format=%s", "lb/p") == "plan"  # nothing moved
+    assert git(repo, "rev-parse", "lb/p/work") == git(work, "rev-parse", "HEAD^{commit}")
+    assert git(repo, "log", "-1", "--format=%s", "lb/p/work") == "plan"  # nothing moved
     assert (work / "plan.md").read_text() == "the parent is editing this\n"
     git(work, "checkout", "--", "plan.md")
     done = doc(cli("finalize", "c", "--merge", "--json"))
-    assert done["state"] == "finalized" and done["target"] == "lb/p"
+    assert done["state"] == "finalized" and done["target"] == "lb/p/work"
     head = git(work, "rev-parse", "HEAD")
-    assert head == git(repo, "rev-parse", "lb/p") == done["target_new"]
+    assert head == git(repo, "rev-parse", "lb/p/work") == done["target_new"]
     assert git(repo, "merge-base", "--is-ancestor", tip, head) == ""
     assert (work / "part.txt").read_text() == "the child's part\n"  # the parent's checkout has it
     assert git(work, "status", "--porcelain") == ""
@@ -302,10 +302,10 @@ def test_a_parent_whose_worktree_was_swapped_neither_spawns_nor_takes_a_merge(
     spawned = cli("new", "d", "--parent", "p", "--no-start")
     assert spawned.code == 1 and "fails verification" in spawned.err
     assert branches(repo) == before
-    tip = git(repo, "rev-parse", "lb/p")
+    tip = git(repo, "rev-parse", "lb/p/work")
     merged = cli("finalize", "c", "--merge")
     assert merged.code == 1 and "checked out in the worktree" in merged.err
-    assert git(repo, "rev-parse", "lb/p") == tip
+    assert git(repo, "rev-parse", "lb/p/work") == tip
 
 
 def test_a_retired_childs_record_never_shows_a_later_task_on_its_branch_name(
@@ -381,7 +381,7 @@ def test_a_cancel_stopped_before_it_was_answered_is_withdrawn_or_finished_by_doc
     assert [f["kind"] for f in json.loads(report.out)["findings"]] == ["interrupted-cancel"]
     fixed = doc(cli("doctor", "--fix", "--json"))["findings"]
     assert fixed[0]["fixed"] == "marked cancelled"
-    assert not (repo / ".worktrees" / "c").exists() and "lb/c" not in branches(repo)
+    assert not (repo / ".worktrees" / "c").exists() and "lb/c/work" not in branches(repo)
 
 
 def test_cancelling_a_child_whose_provisioning_died_mid_setup_stops_what_setup_left(
@@ -390,7 +390,12 @@ def test_cancelling_a_child_whose_provisioning_died_mid_setup_stops_what_setup_l
     import signal
 
     pidfile = tmp_path / "setup.pid"
-    config(f'[provision]\nsetup = "echo built > built.txt; echo $$ > {pidfile}; exec sleep 60"\n')
+    # Unconfined: a confined setup dies with the provisioning that runs it (its sandbox's
+    # `--die-with-parent`), leaving nothing to stop.
+    config(
+        '[confine]\nmode = "off"\n'
+        f'[provision]\nsetup = "echo built > built.txt; echo $$ > {pidfile}; exec sleep 60"\n'
+    )
     spawning = Spawned(["new", "c", "--parent", "p", "--no-start"], repo)
     try:
         end = time.monotonic() + 30
@@ -405,7 +410,7 @@ def test_cancelling_a_child_whose_provisioning_died_mid_setup_stops_what_setup_l
     done = cli("cancel", "c", "--json")
     assert doc(done)["state"] == "cancelled" and "kept" not in done.err
     assert not running(orphan)
-    assert not (repo / ".worktrees" / "c").exists() and "lb/c" not in branches(repo)
+    assert not (repo / ".worktrees" / "c").exists() and "lb/c/work" not in branches(repo)
 
 
 @pytest.mark.parametrize(
@@ -432,14 +437,14 @@ def test_finalizing_into_a_checkout_never_writes_over_its_ignored_files(
         (work / "link").symlink_to(tmp_path / "elsewhere")
     else:
         (work / in_the_way).write_text("PRECIOUS\n")  # ignored there: git would replace it
-    tip = git(repo, "rev-parse", "lb/p")
+    tip = git(repo, "rev-parse", "lb/p/work")
     refused = cli("finalize", "c", "--merge")
     assert refused.code == 1 and in_the_way in refused.err and "overwritten" in refused.err
     if in_the_way == "link":
         assert (work / "link").is_symlink()
     else:
         assert (work / in_the_way).read_text() == "PRECIOUS\n"
-    assert git(repo, "rev-parse", "lb/p") == tip
+    assert git(repo, "rev-parse", "lb/p/work") == tip
     assert doc(cli("show", "c", "--json"))["state"] == "ready_for_review"
 
 
@@ -465,7 +470,7 @@ def test_a_child_killed_before_its_pin_is_cancelled_cleanly_and_spawns_nothing(
     assert refused.code == 1 and "settled" in refused.err
     done = cli("cancel", "x", "--json")
     assert doc(done)["state"] == "cancelled" and "internal error" not in done.err
-    assert not (repo / ".worktrees" / "x").exists() and "lb/x" not in branches(repo)
+    assert not (repo / ".worktrees" / "x").exists() and "lb/x/work" not in branches(repo)
 
 
 def test_an_mcp_server_in_a_worktree_that_fails_verification_refuses_to_start(

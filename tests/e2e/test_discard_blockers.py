@@ -262,7 +262,7 @@ def test_discard_refuses_when_a_commit_is_only_on_the_task_branch(
 def test_discard_refuses_a_detached_head_with_a_new_commit(repo: Path, cli: Cli, wt: Path) -> None:
     git(wt, "switch", "-q", "--detach")
     sha = commit(wt, "work.txt", "work\n", "detached work")
-    assert git(repo, "rev-parse", f"lb/{NAME}") != sha
+    assert git(repo, "rev-parse", f"lb/{NAME}/work") != sha
     assert_refused(cli, repo, f"commit only here: {sha[:10]} detached work", hard=False)
 
 
@@ -317,7 +317,7 @@ def test_force_saves_every_kind_of_work_in_one_snapshot_then_removes(
         git(repo, "merge-base", "--is-ancestor", sha, ref)
     assert not wt.exists()
     assert not admin(repo).exists()
-    assert git(repo, "branch", "--list", f"lb/{NAME}") == ""
+    assert git(repo, "branch", "--list", f"lb/{NAME}/work") == ""
     assert git(repo, "rev-parse", "main") == main
     assert json.loads(cli("show", NAME, "--json").out)["state"] == "discarded"
 
@@ -359,7 +359,7 @@ def test_discard_removes_a_worktree_holding_only_a_rebuildable_cache(repo: Path,
     assert result.code == 0, result.err
     assert not wt.exists()
     assert not admin(repo).exists()
-    assert git(repo, "branch", "--list", f"lb/{NAME}") == ""
+    assert git(repo, "branch", "--list", f"lb/{NAME}/work") == ""
     assert git(repo, "rev-parse", "main") == main
     assert {
         k: v for k, v in listing(repo).items() if not k.startswith((".git", ".wor"))
@@ -522,7 +522,7 @@ def test_discard_and_doctor_never_touch_what_others_planted_in_the_area(
     result = discard(repo)
     assert result.code == 0, result.err
     assert not wt.exists()
-    assert git(repo, "branch", "--list", f"lb/{NAME}") == ""
+    assert git(repo, "branch", "--list", f"lb/{NAME}/work") == ""
     assert {str(p): listing(p) for p in (planted, foreign, other)} == theirs
 
     report = cli("doctor", "--fix", "--json")
@@ -595,7 +595,7 @@ def test_commits_reachable_from_a_tag_or_remote_tracking_ref_are_not_unique(
     git(repo, "update-ref", ref, sha)
     result = discard(repo)
     assert result.code == 0, result.err
-    assert git(repo, "branch", "--list", f"lb/{NAME}") == ""
+    assert git(repo, "branch", "--list", f"lb/{NAME}/work") == ""
     assert git(repo, "rev-parse", ref) == sha
 
 

@@ -85,13 +85,13 @@ def test_a_branch_the_user_created_again_under_the_same_name_is_kept(repo: Path,
     branch and created a new one with the same name."""
     worktree = _new(cli)
     git(worktree, "switch", "-q", "--detach")
-    git(worktree, "branch", "-q", "-D", "lb/t")
-    git(worktree, "switch", "-q", "-c", "lb/t")
+    git(worktree, "branch", "-q", "-D", "lb/t/work")
+    git(worktree, "switch", "-q", "-c", "lb/t/work")
     git(worktree, "commit", "-q", "--allow-empty", "-m", "mine")
     mine = git(worktree, "rev-parse", "HEAD")
     git(worktree, "switch", "-q", "--detach", "main")
     assert cli("discard", "t", "--force").code == 0
-    assert git(repo, "rev-parse", "lb/t") == mine
+    assert git(repo, "rev-parse", "lb/t/work") == mine
     events = json.loads(cli("log", "t", "--json").out)["events"]
     kept = [e for e in events if e["kind"] == "branch.kept"]
     assert kept and "not created by laneboard" in kept[0]["data"]["reasons"][0]
@@ -147,7 +147,7 @@ def test_doctor_finishes_a_discard_only_on_its_own_terms(repo: Path, cli) -> Non
 def test_unborn_head_is_refused_cleanly(repo: Path, cli) -> None:
     """Was an internal error that left the task stuck in `discarding`."""
     worktree = _new(cli)
-    git(worktree, "update-ref", "-d", "refs/heads/lb/t")
+    git(worktree, "update-ref", "-d", "refs/heads/lb/t/work")
     result = cli("discard", "t", "--force")
     assert result.code == 1
     assert "  HEAD has no commit: its branch was deleted" in result.err

@@ -195,7 +195,7 @@ def test_a_worktree_deleted_by_hand_can_be_discarded(
     result = cli("discard", NAME)
     assert result.code == 0, result.err
     assert _show(cli)["state"] == "discarded"
-    assert git(repo, "branch", "--list", "lb/t") == ""
+    assert git(repo, "branch", "--list", "lb/t/work") == ""
     assert f"{repo / '.worktrees' / NAME}" not in git(repo, "worktree", "list", "--porcelain")
     listing = git(repo, "worktree", "list", "--porcelain")
     assert "bystander" in listing or how == "git worktree prune"
@@ -276,10 +276,10 @@ def test_the_journal_says_intent_then_removing_then_removed_with_path_branch_and
     assert [k for k in kinds if k in order] == order
     by_kind = {e["kind"]: e["data"] for e in events}
     assert by_kind["discard.intent"]["path"] == str(worktree)
-    assert by_kind["discard.intent"]["branch"] == "lb/t"
+    assert by_kind["discard.intent"]["branch"] == "lb/t/work"
     assert by_kind["discard.intent"]["tip"] == tip
     assert by_kind["worktree.removing"]["tip"] == tip
     assert by_kind["worktree.removing"]["original"] == str(worktree)
     assert by_kind["worktree.removed"]["path"] == str(worktree)
-    assert by_kind["worktree.removed"]["branch"] == "lb/t"
+    assert by_kind["worktree.removed"]["branch"] == "lb/t/work"
     assert by_kind["branch.deleted"]["tip"] == tip

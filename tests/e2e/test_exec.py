@@ -171,6 +171,9 @@ def test_lease_of_a_killed_holder_is_reaped(board: Path, spawn) -> None:
 
 
 def test_lease_outlives_a_killed_holder_while_its_command_runs(board: Path, spawn) -> None:
+    """Unconfined: the command outlives its killed holder and keeps the lane. (Confined, it
+    dies with its holder: `test_a_confined_command_and_its_jobs_end_with_their_holder`.)"""
+    (board / ".laneboard.toml").write_text('[confine]\nmode = "off"\n')  # see below
     a = spawn("a")
     first = _seq_of(a)
     waiting = spawn("a")
@@ -348,12 +351,20 @@ def test_lanes_shows_running_and_waiting_leases(board: Path, spawn, cli) -> None
     assert root.wait() == 0
 
 
-def test_root_request_inside_a_worktree_lease_is_refused_not_deadlocked(board: Path, cli) -> None:
-    """Regression: a root-lane request from inside `exec --lane a` waited for its own lease."""
+@pytest.mark.parametrize("mode", ["auto", "off"])
+def test_root_request_inside_a_worktree_lease_is_refused_not_deadlocked(
+    board: Path, cli, mode: str
+) -> None:  # type: ignore[no-untyped-def]
+    """Regression: a root-lane request from inside `exec --lane a` waited for its own lease.
+    Confined, its sandbox refuses `--root` outright; unconfined, the lease says why."""
+    (board / ".laneboard.toml").write_text(f'[confine]\nmode = "{mode}"\n')
     inner = [sys.executable, "-P", "-m", "laneboard", "exec", "--root", "--", "true"]
     result = cli("exec", "--lane", "a", "--", *inner)
     assert result.code == 1
-    assert "needs the root lane, but runs inside lease" in result.err
+    if mode == "off":
+        assert "needs the root lane, but runs inside lease" in result.err
+    else:
+        assert "`exec --root` is not allowed from inside task a's sandbox" in result.err
 
 
 def test_new_inside_a_worktree_lease_is_refused_before_anything_is_written(
@@ -395,11 +406,13 @@ def test_setup_lease_is_held_while_setup_runs_even_if_new_is_killed(
     repo: Path, cli, tmp_path: Path
 ) -> None:
     """Regression: setup ran with its lease but never recorded its command, so killing
-    `laneboard new` released the lane while setup still ran in it."""
+    `laneboard new` released the lane while setup still ran in it. Unconfined: a confined
+    setup dies with the `new` that runs it."""
     started, gate = tmp_path / "started", tmp_path / "gate"
     os.mkfifo(started)
     os.mkfifo(gate)
     (repo / ".laneboard.toml").write_text(
+        '[confine]\nmode = "off"\n'
         f'[provision]\nsetup = ["sh", "-c", "echo up > {started}; read x < {gate}"]\n'
     )
     new = Spawned(["new", "s", "--no-start"], repo)
@@ -450,8 +463,12 @@ def _exited(pid: int) -> Iterator[None]:
 def test_a_background_child_keeps_the_lane_after_its_command_exits(board: Path, cli) -> None:
     """Was released at once: `exec --lane a -- sh -c 'long-job & exit 0'` gave the lane back
     while `long-job` still ran in it. A lease now lasts until the last process of the command's
-    process group (here: its session, as it has no terminal) has exited."""
+    process group (here: its session, as it has no terminal) has exited. Unconfined: a
+    confined command's sandbox is one PID namespace, and its jobs end with it
+    (`test_a_confined_command_and_its_jobs_end_with_their_holder`)."""
     import json
+
+    (board / ".laneboard.toml").write_text('[confine]\nmode = "off"\n')  # see below
 
     job = "sleep 300 >/dev/null 2>&1 & echo $!"  # not holding our pipe: the job is on its own
     result = cli("exec", "--lane", "a", "--", "sh", "-c", job)
@@ -516,7 +533,9 @@ def test_a_lane_asked_for_two_commands_deep_is_the_outer_ones_and_runs_under_it(
     board: Path, cli
 ) -> None:  # type: ignore[no-untyped-def]
     """Was a deadlock: `exec --lane a` running `exec --lane b` running `exec --lane a` waited
-    for its own grandparent's lease."""
+    for its own grandparent's lease. Unconfined: a confined command asks for no lane but its
+    own (`tests/e2e/test_confine_attacks.py`)."""
+    (board / ".laneboard.toml").write_text('[confine]\nmode = "off"\n')  # see below
     import shlex
     import sys
 
@@ -526,3 +545,19 @@ def test_a_lane_asked_for_two_commands_deep_is_the_outer_ones_and_runs_under_it(
     done = run_cli("exec", "--lane", "a", "--", "sh", "-c", middle, cwd=board)
     assert done.code == 0, done.err
     assert "grandchild-ran" in done.out
+
+
+def test_a_confined_command_and_its_jobs_end_with_their_holder(board: Path, cli, spawn) -> None:  # type: ignore[no-untyped-def]
+    """Confined, a lane command and everything it starts are one PID namespace: a background
+    job ends with the command, and a killed `laneboard exec` takes its command with it
+    (`--die-with-parent`); either way the lane is free again at once, nothing left running."""
+    job = "sleep 300 & echo started"
+    assert cli("exec", "--lane", "a", "--", "sh", "-c", job).code == 0
+    assert cli("exec", "--lane", "a", "--timeout", "5", "--", "true").code == 0
+    a = spawn("a")
+    first = _seq_of(a)
+    a.signal(signal.SIGKILL)
+    assert a.wait() == -signal.SIGKILL
+    _store().run_pass()
+    assert _lease(first).state is LeaseState.RELEASED
+    assert cli("exec", "--lane", "a", "--timeout", "5", "--", "true").code == 0

@@ -96,7 +96,7 @@ def test_each_strategy_lands_exactly_the_reviewed_content(repo: Path, cli, strat
     assert git(repo, "rev-parse", f"refs/laneboard/finalized/{task['id']}") == reviewed
     assert task["retired_at"] is not None  # worktree and branch went by the cleanup policy
     assert not (repo / ".worktrees" / "feat").exists()
-    assert git(repo, "branch", "--list", "lb/feat") == ""
+    assert git(repo, "branch", "--list", "lb/feat/work") == ""
     no_scratch(repo)
 
 
@@ -109,7 +109,7 @@ def test_a_merge_commit_keeps_the_reviewed_sha_an_ancestor_even_when_it_could_fa
     tip = git(repo, "rev-parse", "main")
     assert git(repo, "rev-list", "--parents", "-n1", tip).split()[1:] == [old, reviewed]
     message = git(repo, "log", "-1", "--format=%B", tip)
-    assert "Merge lb/ff into main" in message and reviewed in message
+    assert "Merge lb/ff/work into main" in message and reviewed in message
 
 
 def test_commits_laneboard_makes_carry_the_users_identity(repo: Path, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -315,10 +315,12 @@ def test_a_target_moved_back_during_the_gate_is_not_fast_forwarded_over(
 
 def test_a_target_that_keeps_moving_is_never_overwritten(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
     git(repo, "branch", "release")
-    # The gate moves the target each time it runs: both attempts must lose the race.
+    # The gate moves the target each time it runs: both attempts must lose the race. (A gate
+    # that can, unconfined: a confined gate writes no ref, as test_confine_attacks shows.)
     (repo / ".laneboard.toml").write_text(
         'gate = \'git -C "$LANEBOARD_ROOT" update-ref refs/heads/release '
         '$(git -C "$LANEBOARD_ROOT" commit-tree -p release -m other release^{tree})\'\n'
+        '[confine]\nmode = "off"\n'
     )
     ready(cli, repo, "t", {"a.txt": "a\n"})
     refused = cli("finalize", "t", "--merge", "--into", "release")
@@ -334,8 +336,9 @@ def test_a_target_that_keeps_moving_is_never_overwritten(repo: Path, cli) -> Non
 
 
 def test_two_finalizes_are_serialized_while_a_task_lane_runs_beside_the_gate(
-    repo: Path, cli, tmp_path: Path
+    repo: Path, cli, shared: Path
 ) -> None:  # type: ignore[no-untyped-def]
+    tmp_path = shared  # the gate runs confined: it sees the test's home, not its /tmp
     gates = tmp_path / "gates"
     gates.mkdir()
     for name in ("a", "b"):
@@ -367,7 +370,7 @@ def test_two_finalizes_are_serialized_while_a_task_lane_runs_beside_the_gate(
         assert proc.returncode == 0, err
     assert log.read_text() == "start a\nend a\nstart b\nend b\n"
     merges = git(repo, "log", "--merges", "--format=%s", "main").splitlines()
-    assert merges == ["Merge lb/b into main", "Merge lb/a into main"]
+    assert merges == ["Merge lb/b/work into main", "Merge lb/a/work into main"]
 
 
 def _waiting_integrations(cli) -> int:  # type: ignore[no-untyped-def]
@@ -550,7 +553,7 @@ def _branch_with_a_merge(repo: Path, cli) -> str:  # type: ignore[no-untyped-def
     commit(w, "a.txt", "a\n", "a")
     git(w, "checkout", "-q", "-b", "side", "HEAD~1")
     commit(w, "s.txt", "s\n", "s")
-    git(w, "checkout", "-q", "lb/m")
+    git(w, "checkout", "-q", "lb/m/work")
     git(w, "merge", "-q", "--no-ff", "--no-commit", "side")
     (w / "in-the-merge.txt").write_text("only the merge commit adds this\n")
     git(w, "add", "in-the-merge.txt")
@@ -617,22 +620,31 @@ def test_a_failing_gate_that_deletes_its_scratch_worktree_returns_the_task_to_re
 
 
 def test_what_a_gate_leaves_running_is_stopped_and_does_not_hold_the_lanes(
-    repo: Path, cli, tmp_path: Path
+    repo: Path, cli, shared: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    pidfile = tmp_path / "stray.pid"
-    (repo / ".laneboard.toml").write_text(f"gate = 'sleep 300 & echo $! > {pidfile}; exit 0'\n")
+    began = shared / "stray.began"
+    stray = "sleep 317"  # found again by its command line: pids inside a sandbox are its own
+    (repo / ".laneboard.toml").write_text(f"gate = '{stray} & touch {began}; exit 0'\n")
     ready(cli, repo, "s", {"s.txt": "s\n"})
     done = cli("finalize", "s", "--merge")
     assert done.code == 0, done.err
+    assert began.exists()
     assert show(cli, "s")["retired_at"] is not None  # the cleanup got its root lease
-    stray = int(pidfile.read_text())
-    assert not Path(f"/proc/{stray}").exists() or "Z" in Path(f"/proc/{stray}/stat").read_text()
+    running = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "cmdline").read_bytes() == b"sleep\x00317\x00":
+                running.append(entry.name)
+        except OSError:
+            continue
+    assert running == []
     assert cli("new", "next", "--no-start").code == 0  # and the root lane is free
 
 
 def test_ctrl_c_during_a_gate_whose_tests_take_time_to_quit_returns_the_task_to_review(
-    repo: Path, cli, tmp_path: Path
+    repo: Path, cli, shared: Path
 ) -> None:  # type: ignore[no-untyped-def]
+    tmp_path = shared  # the gate runs confined: it sees the test's home, not its /tmp
     import signal
     import sys
 
@@ -697,9 +709,9 @@ def test_all_ready_names_a_reviewed_task_whose_branch_moved(repo: Path, cli) -> 
 def test_marking_a_task_whose_branch_is_gone_is_refused(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
     ready(cli, repo, "g", {"g.txt": "g\n"})
     git(repo / ".worktrees" / "g", "checkout", "-q", "--detach")
-    git(repo, "branch", "-D", "-q", "lb/g")
+    git(repo, "branch", "-D", "-q", "lb/g/work")
     refused = cli("review", "g", "--mark")
-    assert refused.code == 1 and "branch lb/g is gone" in refused.err
+    assert refused.code == 1 and "branch lb/g/work is gone" in refused.err
 
 
 def test_integration_git_commands_finish_before_a_ctrl_c_takes_effect(

@@ -63,7 +63,7 @@ async def test_a_coordinator_delegates_waits_and_reviews_over_mcp(
         records = {c["name"]: c for c in done["completions"]}
         assert set(records) == {"c1", "c2"}
         for name, record in records.items():
-            assert record["head_sha"] == git(repo, "rev-parse", f"lb/{name}")
+            assert record["head_sha"] == git(repo, "rev-parse", f"lb/{name}/work")
             assert record["ahead"] == 1 and record["checks"][0]["result"] == "pass"
         listed = await call(session, "status")
         assert sorted(t["name"] for t in listed["tasks"]) == ["c1", "c2", "c3"]
@@ -76,7 +76,9 @@ async def test_a_coordinator_delegates_waits_and_reviews_over_mcp(
         cancelled = await call(session, "cancel", name="c3")
         assert cancelled["state"] == "retained" and cancelled["id"] == slow["id"]
         # Its own subtree only: not the task beside it, not itself.
-        assert "not a task below coord" in await refused(session, "status", name=other["id"])
+        assert "is not coord or a task below it" in await refused(
+            session, "status", name=other["id"]
+        )
         assert "not a task below coord" in await refused(session, "cancel", name="coord")
         taken = await refused(session, "delegate", name="c1", prompt="again", agent="worker")
         assert "taken" in taken
@@ -84,7 +86,7 @@ async def test_a_coordinator_delegates_waits_and_reviews_over_mcp(
         assert "name" in await refused(session, "delegate", name="--help", prompt="x")
         assert "at least one" in await refused(session, "wait", names=[])
     assert doc(cli("show", "other", "--json"))["state"] == "provisioned"
-    assert git(repo, "rev-parse", "lb/coord") == parent["base_sha"]  # nothing was merged
+    assert git(repo, "rev-parse", "lb/coord/work") == parent["base_sha"]  # nothing was merged
 
 
 async def test_an_agent_in_a_confined_pane_delegates_through_its_own_mcp_server(
@@ -108,7 +110,7 @@ async def test_an_agent_in_a_confined_pane_delegates_through_its_own_mcp_server(
     record = found["wait"]["completions"][0]
     assert record["name"] == "k1" and record["state"] == "ready_for_review"
     assert record["pane"]["socket"] == made["pane"]["socket"]  # on its parent's tmux server
-    assert record["head_sha"] == git(repo, "rev-parse", "lb/k1") and record["ahead"] == 1, (
+    assert record["head_sha"] == git(repo, "rev-parse", "lb/k1/work") and record["ahead"] == 1, (
         json.dumps(record)
     )
     assert record["checks"] == [{"name": "unit", "result": "pass", "at": record["checks"][0]["at"]}]

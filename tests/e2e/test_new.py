@@ -27,14 +27,14 @@ def test_new_creates_branch_worktree_exclude_and_ownership_facts(repo: Path, cli
     path = repo / ".worktrees" / "fix-login"
     assert task["state"] == "provisioned"
     assert task["worktree_path"] == str(path)
-    assert git(repo, "rev-parse", "refs/heads/lb/fix-login") == head
+    assert git(repo, "rev-parse", "refs/heads/lb/fix-login/work") == head
     assert task["base_sha"] == head == task["branch_tip_at_creation"]
     assert task["branch_created_by_us"] is True
     assert task["worktree_created_by_us"] is True
     assert f"worktree {path}" in _worktrees(repo)
     assert (path / ".git").is_file()
     assert (path / ".git").read_text().startswith("gitdir: ")
-    assert git(path, "symbolic-ref", "HEAD") == "refs/heads/lb/fix-login"
+    assert git(path, "symbolic-ref", "HEAD") == "refs/heads/lb/fix-login/work"
     assert "/.worktrees/" in (repo / ".git" / "info" / "exclude").read_text().splitlines()
     assert git(repo, "status", "--porcelain", "--untracked-files=all") == ""
     stat = path.stat()
@@ -53,7 +53,7 @@ def test_new_from_base_ref_pins_that_sha(repo: Path, cli) -> None:
     result = cli("new", "old", "--no-start", "--base", "HEAD~1", "--json")
     assert result.code == 0, result.err
     assert json.loads(result.out)["base_sha"] == first
-    assert git(repo, "rev-parse", "lb/old") == first
+    assert git(repo, "rev-parse", "lb/old/work") == first
 
 
 def test_exclude_line_is_added_once(repo: Path, cli) -> None:
@@ -64,12 +64,13 @@ def test_exclude_line_is_added_once(repo: Path, cli) -> None:
 
 
 def test_pre_existing_branch_is_refused_and_untouched(repo: Path, cli) -> None:
-    git(repo, "branch", "lb/taken")
+    git(repo, "branch", "lb/taken/work")
     before = (_refs(repo), _worktrees(repo))
     result = cli("new", "taken", "--no-start")
     assert result.code == 1
     assert result.err.strip() == (
-        "laneboard: branch lb/taken already exists; laneboard only works on branches it creates"
+        "laneboard: branch lb/taken/work already exists; "
+        "laneboard only works on branches it creates"
     )
     assert (_refs(repo), _worktrees(repo)) == before
     assert not (repo / ".worktrees" / "taken").exists()
@@ -308,6 +309,6 @@ def test_git_failure_reports_git_s_error_line(repo: Path, cli) -> None:
     assert "Preparing worktree" not in result.err
     assert result.err == (
         "laneboard: provisioning a failed: git update-ref failed: fatal: update_ref failed for "
-        "ref 'refs/heads/lb/a': cannot lock ref 'refs/heads/lb/a': 'refs/heads/lb' exists; "
-        "cannot create 'refs/heads/lb/a'\n"
+        "ref 'refs/heads/lb/a/work': cannot lock ref 'refs/heads/lb/a/work': "
+        "'refs/heads/lb' exists; cannot create 'refs/heads/lb/a/work'\n"
     )

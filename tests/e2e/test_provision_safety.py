@@ -82,10 +82,10 @@ def test_base_head_means_the_head_of_the_worktree_it_is_run_in(repo: Path, cli) 
 
 
 def test_setup_output_is_streamed_as_it_comes_and_kept_in_the_journal(
-    repo: Path, cli, tmp_path: Path
+    repo: Path, cli, shared: Path
 ) -> None:
     """Was swallowed until the setup ended, so a long `npm ci` looked hung."""
-    gate = tmp_path / "gate"
+    gate = shared / "gate"  # the setup runs confined: it sees the test's home, not its /tmp
     os.mkfifo(gate)
     (repo / ".laneboard.toml").write_text(
         f'[provision]\nsetup = "echo fetching; read x < {gate}; echo installed"\n'

@@ -65,7 +65,7 @@ def test_publish_pushes_exactly_the_reviewed_sha_and_keeps_the_worktree(
     sha = reviewed_task(cli, repo)
     done = cli("finalize", "p", "--publish")
     assert done.code == 0, done.err
-    assert git(remote, "rev-parse", "refs/heads/lb/p") == sha
+    assert git(remote, "rev-parse", "refs/heads/lb/p/work") == sha
     task = show(cli, "p")
     assert (task["state"], task["disposition"], task["finalized_sha"]) == (
         "finalized",
@@ -86,10 +86,10 @@ def test_a_remote_branch_laneboard_did_not_push_is_never_overwritten(
 ) -> None:  # type: ignore[no-untyped-def]
     reviewed_task(cli, repo)
     theirs = git(repo, "rev-parse", "main")
-    git(repo, "push", "-q", "origin", f"{theirs}:refs/heads/lb/p")
+    git(repo, "push", "-q", "origin", f"{theirs}:refs/heads/lb/p/work")
     refused = cli("finalize", "p", "--publish")
     assert refused.code == 1 and "laneboard did not push" in refused.err
-    assert git(remote, "rev-parse", "refs/heads/lb/p") == theirs
+    assert git(remote, "rev-parse", "refs/heads/lb/p/work") == theirs
     assert show(cli, "p")["state"] == "provisioned"
 
 
@@ -97,7 +97,7 @@ def test_a_remote_that_ends_up_elsewhere_fails_the_check(repo: Path, cli, remote
     reviewed_task(cli, repo)
     main = git(repo, "rev-parse", "main")
     hook = remote / "hooks" / "post-receive"
-    hook.write_text(f"#!/bin/sh\ngit update-ref refs/heads/lb/p {main}\n")
+    hook.write_text(f"#!/bin/sh\ngit update-ref refs/heads/lb/p/work {main}\n")
     hook.chmod(0o755)
     failed = cli("finalize", "p", "--publish")
     assert failed.code == 1 and "not the reviewed" in failed.err
@@ -106,7 +106,7 @@ def test_a_remote_that_ends_up_elsewhere_fails_the_check(repo: Path, cli, remote
     # What is there now is not what laneboard pushed: a retry refuses to overwrite it.
     again = cli("finalize", "p", "--publish")
     assert again.code == 1 and "laneboard did not push" in again.err
-    assert git(remote, "rev-parse", "refs/heads/lb/p") == main
+    assert git(remote, "rev-parse", "refs/heads/lb/p/work") == main
 
 
 def test_after_a_timeout_laneboard_looks_and_moves_its_own_branch_only_with_a_lease(
@@ -124,7 +124,7 @@ def test_after_a_timeout_laneboard_looks_and_moves_its_own_branch_only_with_a_le
     (repo / ".laneboard.toml").write_text("[finalize]\nnetwork_timeout = 1\n")
     failed = cli("finalize", "p", "--publish")
     assert failed.code == 1 and "timed out" in failed.err
-    assert git(remote, "rev-parse", "refs/heads/lb/p") == first  # it had landed
+    assert git(remote, "rev-parse", "refs/heads/lb/p/work") == first  # it had landed
     assert show(cli, "p")["state"] == "ready_for_review"
 
     hook.unlink()
@@ -136,10 +136,10 @@ def test_after_a_timeout_laneboard_looks_and_moves_its_own_branch_only_with_a_le
     assert cli("review", "p", "--mark").code == 0
     done = cli("finalize", "p", "--publish")
     assert done.code == 0, done.err
-    assert git(remote, "rev-parse", "refs/heads/lb/p") == git(w, "rev-parse", "HEAD")
+    assert git(remote, "rev-parse", "refs/heads/lb/p/work") == git(w, "rev-parse", "HEAD")
     events = json.loads(cli("log", "p", "--json").out)["events"]
     pushes = [e["data"]["argv"] for e in events if e["kind"] == "publish.pushing"]
-    assert f"--force-with-lease=refs/heads/lb/p:{first}" in pushes[-1]
+    assert f"--force-with-lease=refs/heads/lb/p/work:{first}" in pushes[-1]
     assert not any(a in ("--force", "-f") for argv in pushes for a in argv)
 
 
@@ -153,7 +153,7 @@ def test_a_rejected_push_fails_clearly_and_leaves_the_task_in_review(
     failed = cli("finalize", "p", "--publish")
     assert failed.code == 1 and "git push to origin failed" in failed.err
     assert show(cli, "p")["state"] == "ready_for_review"
-    assert git(remote, "branch", "--list", "lb/p") == ""
+    assert git(remote, "branch", "--list", "lb/p/work") == ""
 
 
 def test_pr_is_created_with_gh_and_its_url_recorded(
@@ -163,9 +163,9 @@ def test_pr_is_created_with_gh_and_its_url_recorded(
     done = cli("finalize", "p", "--publish", "--pr", "--draft", env=gh)
     assert done.code == 0, done.err
     calls = [json.loads(line) for line in Path(gh["GH_LOG"]).read_text().splitlines()]
-    assert calls[0][:4] == ["pr", "list", "--head", "lb/p"] and "--base" in calls[0]
+    assert calls[0][:4] == ["pr", "list", "--head", "lb/p/work"] and "--base" in calls[0]
     create = calls[1]
-    assert create[:4] == ["pr", "create", "--head", "lb/p"]
+    assert create[:4] == ["pr", "create", "--head", "lb/p/work"]
     assert create[create.index("--base") + 1] == "main" and "--draft" in create
     assert show(cli, "p")["pr_url"] == "https://example.invalid/pulls/7"
     assert "pull request https://example.invalid/pulls/7" in done.out
@@ -194,7 +194,7 @@ def test_without_gh_the_exact_command_is_printed_and_no_pr_recorded(
     done = cli("finalize", "p", "--publish", "--pr", env={"PATH": path})
     assert done.code == 0, done.err
     assert "gh is not installed; no pull request was opened. Run: gh pr create" in done.err
-    assert "--head lb/p" in done.err and "--base main" in done.err
+    assert "--head lb/p/work" in done.err and "--base main" in done.err
     assert show(cli, "p")["pr_url"] is None
     kinds = [e["kind"] for e in json.loads(cli("log", "p", "--json").out)["events"]]
     assert "pr.not_opened" in kinds
@@ -214,6 +214,6 @@ def test_crash_during_publish_then_doctor_fix(
     assert cli("doctor", "--fix").code == 0
     assert show(cli, "p")["state"] == state
     if state == "finalized":
-        assert git(remote, "rev-parse", "refs/heads/lb/p") == sha
+        assert git(remote, "rev-parse", "refs/heads/lb/p/work") == sha
     else:
         assert cli("finalize", "p", "--publish").code == 0  # and it can be published again

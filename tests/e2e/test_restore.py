@@ -80,7 +80,7 @@ def test_force_discard_then_restore_gives_back_every_byte(repo: Path, cli) -> No
     assert result.code == 0, result.err
     assert not worktree.exists()
     assert not (repo / ".git" / "worktrees" / "t").exists()
-    assert git(repo, "branch", "--list", "lb/t") == ""
+    assert git(repo, "branch", "--list", "lb/t/work") == ""
     snapshots = git(repo, "for-each-ref", "--format=%(refname)", "refs/laneboard/snapshots/")
     assert len(snapshots.splitlines()) == 1
     assert is_ancestor(repo, tip, snapshots)
@@ -89,7 +89,7 @@ def test_force_discard_then_restore_gives_back_every_byte(repo: Path, cli) -> No
     restored = cli("restore", "t")
     assert restored.code == 0, restored.err
     assert _state_of(worktree) == before
-    assert git(worktree, "symbolic-ref", "HEAD") == "refs/heads/lb/t"
+    assert git(worktree, "symbolic-ref", "HEAD") == "refs/heads/lb/t/work"
     task = _show(cli, "t")
     assert task["state"] == "provisioned"
     assert cli("verify", "t").code == 0
@@ -107,7 +107,7 @@ def test_detached_head_with_new_commits_is_restored_detached(repo: Path, cli) ->
     assert cli("discard", "d", "--force").code == 0
     assert cli("restore", "d").code == 0
     assert _state_of(worktree) == before
-    assert git(worktree, "rev-parse", "lb/d") == git(repo, "rev-parse", "main")
+    assert git(worktree, "rev-parse", "lb/d/work") == git(repo, "rev-parse", "main")
 
 
 def test_clean_discard_needs_no_force_and_still_keeps_a_snapshot(repo: Path, cli) -> None:
@@ -141,7 +141,7 @@ def test_retain_keeps_worktree_and_branch(repo: Path, cli) -> None:
     assert result.code == 0
     assert _show(cli, "r")["state"] == "retained"
     assert (repo / ".worktrees" / "r" / "wip.txt").read_text() == "wip\n"
-    assert git(repo, "rev-parse", "lb/r") == git(repo, "rev-parse", "main")
+    assert git(repo, "rev-parse", "lb/r/work") == git(repo, "rev-parse", "main")
     again = cli("retain", "r")
     assert again.code == 0
     assert again.out == "r: already retained; nothing to do\n"
@@ -156,18 +156,18 @@ def test_discard_of_a_task_whose_worktree_was_removed_still_guards_its_commits(
     worktree = repo / ".worktrees" / "h"
     (worktree / "f.txt").write_text("f\n")
     git(worktree, "add", "f.txt")
-    git(worktree, "commit", "-q", "-m", "only on lb/h")
+    git(worktree, "commit", "-q", "-m", "only on lb/h/work")
     tip = git(worktree, "rev-parse", "HEAD")
     git(repo, "worktree", "remove", "--force", str(worktree))
     refused = cli("discard", "h")
     assert refused.code == 1
-    assert f"commit only here: {tip[:10]} only on lb/h" in refused.err
-    assert git(repo, "rev-parse", "lb/h") == tip
+    assert f"commit only here: {tip[:10]} only on lb/h/work" in refused.err
+    assert git(repo, "rev-parse", "lb/h/work") == tip
     assert git(repo, "for-each-ref", "refs/laneboard/") == ""
     assert cli("discard", "h", "--force").code == 0
     snapshot = git(repo, "for-each-ref", "--format=%(objectname)", "refs/laneboard/snapshots/")
     assert is_ancestor(repo, tip, snapshot)
-    assert git(repo, "branch", "--list", "lb/h") == ""
+    assert git(repo, "branch", "--list", "lb/h/work") == ""
 
 
 DISCARD_POINTS = [p for p in POINTS if p.startswith("discard.")]
@@ -193,7 +193,7 @@ def test_crash_in_discard_then_doctor_fix_loses_nothing(repo: Path, cli, point: 
     assert [f["fixed"] for f in fixed] == ["finished"]
     assert _show(cli, "k")["state"] == "discarded"
     assert not worktree.exists()
-    assert "refs/heads/lb/k" not in _refs(repo)
+    assert "refs/heads/lb/k/work" not in _refs(repo)
     assert not (repo / ".git" / "worktrees" / "k").exists()
     assert cli("restore", "k").code == 0
     assert _state_of(worktree) == before
@@ -232,7 +232,7 @@ def test_crash_in_restore_then_doctor_fix_loses_nothing(repo: Path, cli, point: 
     else:
         assert fixed[0]["fixed"] == "marked failed"
         assert not worktree.exists()
-        assert "refs/heads/lb/q" not in _refs(repo)
+        assert "refs/heads/lb/q/work" not in _refs(repo)
         assert cli("restore", "q").code == 0  # the snapshot is still there to restore from
         assert _state_of(worktree) == before
     assert json.loads(cli("doctor", "--json").out)["findings"] == []

@@ -167,7 +167,7 @@ def test_a_new_task_targets_the_integration_branch_and_starts_at_its_tip(repo: P
     assert cli("new", "t", "--no-start").code == 0
     task = json.loads(cli("show", "t", "--json").out)
     assert (task["target"], task["base_sha"]) == ("main", main)
-    assert "lb/t → main" in cli("show", "t").out
+    assert "lb/t/work → main" in cli("show", "t").out
     assert "main" in cli("ls").out
 
     here = git(repo, "rev-parse", "HEAD")
@@ -242,7 +242,7 @@ def test_the_radar_agrees_with_a_real_merge_of_every_pair(repo: Path, cli, tmp_p
 
     doc = json.loads(cli("conflicts", "--json").out)
     overlaps = doc["repos"][0]["overlaps"]
-    tips = {n: git(repo, "rev-parse", f"lb/{n}") for n in edits}
+    tips = {n: git(repo, "rev-parse", f"lb/{n}/work") for n in edits}
     pairs = {(o["task"], o["other"]): o for o in overlaps}
     assert len(overlaps) == len(edits) + len(list(combinations(edits, 2)))
     main = git(repo, "rev-parse", "main")

@@ -90,9 +90,9 @@ def test_new_starts_the_agent_in_its_verified_worktree_on_a_pinned_conversation(
 
 
 def test_the_panes_environment_names_the_task_and_turns_off_repository_maintenance(
-    repo: Path, cli, agents, server, tmp_path: Path
+    repo: Path, cli, agents, server, shared: Path
 ) -> None:
-    dump = tmp_path / "env.json"
+    dump = shared / "env.json"
     command = (
         f'{sys.executable} -c \'import json,os; json.dump(dict(os.environ), open("{dump}", "w"))\''
     )
@@ -253,7 +253,8 @@ def agent_with_helper(cli, server) -> int:  # type: ignore[no-untyped-def]
     session = int(server.cmd("display-message", "-p", "-t", pane, "#{pane_pid}").stdout[0])
     assert cli("send", "t", "spawn").code == 0
     eventually(
-        lambda: len(_session_members(session)) == 4, "wrapper, bwrap, the agent and its helper"
+        lambda: len(_session_members(session)) == 5,
+        "the warden, bwrap, bwrap's init (the sandbox's PID namespace), the agent and its helper",
     )
     return session
 

@@ -220,8 +220,9 @@ def test_a_moved_window_is_still_the_tasks_pane(repo: Path, cli, agents, server)
 
 
 def test_semicolons_and_dashes_reach_the_agent_and_never_tmux(
-    repo: Path, cli, agents, server, tmp_path: Path
+    repo: Path, cli, agents, server, shared: Path
 ) -> None:
+    tmp_path = shared  # the agent runs confined: it sees the test's home, not its /tmp
     server.cmd("new-session", "-d", "-s", "mine", "-n", "mine", "sleep", "300")
     out = tmp_path / "argv.json"
     code = f"import json, sys; json.dump(sys.argv[1:], open({str(out)!r}, 'w'))"
@@ -238,8 +239,9 @@ def test_semicolons_and_dashes_reach_the_agent_and_never_tmux(
 
 
 def test_pause_gives_a_graceful_agent_its_whole_grace(
-    repo: Path, cli, agents, server, tmp_path: Path
+    repo: Path, cli, agents, server, shared: Path
 ) -> None:
+    tmp_path = shared  # the agent runs confined: it sees the test's home, not its /tmp
     agents("stop_grace = 10")
     saved = tmp_path / "saved"
     code = (
@@ -464,7 +466,10 @@ def test_a_killed_pane_or_server_leaves_no_agent_running(
     assert cli("new", "t", "--cmd", "sleep 300").code == 0
     pane = show(cli, "t")["pane"]["pane_id"]
     session = int(server.cmd("display-message", "-p", "-t", pane, "#{pane_pid}").stdout[0])
-    eventually(lambda: len(_session_members(session)) == 3, "the wrapper, bwrap and the agent")
+    eventually(
+        lambda: len(_session_members(session)) == 4,
+        "the warden, bwrap, bwrap's init (the sandbox's PID namespace) and the agent",
+    )
     server.cmd(*(["kill-pane", "-t", pane] if how == "kill-pane" else ["kill-server"]))
     eventually(lambda: _session_members(session) == [], "the hang-up reaching the agent")
 

@@ -68,11 +68,11 @@ def test_a_branch_that_moves_just_before_deletion_is_kept(
     held = pause("discard.before_branch_delete")
     running = _discard(repo, env=held.env)
     held.reached()
-    moved = git(repo, "commit-tree", "-p", "lb/t", "-m", "pushed just now", "HEAD^{tree}")
-    git(repo, "update-ref", "refs/heads/lb/t", moved)
+    moved = git(repo, "commit-tree", "-p", "lb/t/work", "-m", "pushed just now", "HEAD^{tree}")
+    git(repo, "update-ref", "refs/heads/lb/t/work", moved)
     held.go()
     assert running.wait(timeout=30) == 0
-    assert git(repo, "rev-parse", "lb/t") == moved
+    assert git(repo, "rev-parse", "lb/t/work") == moved
     kept = [
         e
         for e in json.loads(cli("log", NAME, "--json").out)["events"]
@@ -84,7 +84,7 @@ def test_a_branch_that_moves_just_before_deletion_is_kept(
 def test_a_branch_whose_snapshot_vanished_is_kept(repo: Path, cli, worktree: Path, pause) -> None:
     """Check: the branch is deleted only if its commits are reachable elsewhere, judged at the
     moment of deletion (here the snapshot that kept them was deleted meanwhile)."""
-    git(worktree, "commit", "-q", "--allow-empty", "-m", "only on lb/t")
+    git(worktree, "commit", "-q", "--allow-empty", "-m", "only on lb/t/work")
     tip = git(worktree, "rev-parse", "HEAD")
     held = pause("discard.after_worktree_remove")
     running = _discard(repo, "--force", env=held.env)
@@ -93,7 +93,7 @@ def test_a_branch_whose_snapshot_vanished_is_kept(repo: Path, cli, worktree: Pat
         git(repo, "update-ref", "-d", ref)
     held.go()
     assert running.wait(timeout=30) == 0
-    assert git(repo, "rev-parse", "lb/t") == tip
+    assert git(repo, "rev-parse", "lb/t/work") == tip
 
 
 def test_an_exec_admitted_after_its_worktree_was_swapped_runs_nothing(
@@ -160,7 +160,7 @@ def test_a_commit_only_the_worktrees_head_reflog_holds_is_kept(
     git(worktree, "checkout", "-q", "--detach")
     git(worktree, "commit", "-q", "--allow-empty", "-m", "detached, then left")
     lost = git(worktree, "rev-parse", "HEAD")
-    git(worktree, "checkout", "-q", "lb/t")
+    git(worktree, "checkout", "-q", "lb/t/work")
     assert cli("discard", NAME).code == 0
     snapshot = git(repo, "for-each-ref", "--format=%(objectname)", "refs/laneboard/")
     assert (
@@ -206,15 +206,15 @@ def test_a_branch_checked_out_or_rebased_elsewhere_is_kept(
     being rebased in one (git's own marker files are read)."""
     git(worktree, "checkout", "-q", "--detach")
     other = tmp_path / "other"
-    git(repo, "worktree", "add", "-q", str(other), "lb/t")
+    git(repo, "worktree", "add", "-q", str(other), "lb/t/work")
     assert cli("discard", NAME).code == 0
-    assert git(repo, "rev-parse", "--verify", "-q", "lb/t") != ""
+    assert git(repo, "rev-parse", "--verify", "-q", "lb/t/work") != ""
     kept = [
         e
         for e in json.loads(cli("log", NAME, "--json").out)["events"]
         if e["kind"] == "branch.kept"
     ]
-    assert kept[0]["data"]["reasons"] == [f"branch lb/t in use: checked out at {other}"]
+    assert kept[0]["data"]["reasons"] == [f"branch lb/t/work in use: checked out at {other}"]
 
 
 def test_a_branch_under_a_rebase_elsewhere_is_kept(repo: Path, cli, worktree: Path) -> None:
@@ -225,11 +225,11 @@ def test_a_branch_under_a_rebase_elsewhere_is_kept(repo: Path, cli, worktree: Pa
     git(repo, "add", "a.txt")
     git(repo, "commit", "-q", "-m", "root")
     git(worktree, "checkout", "-q", "--detach")
-    stopped = subprocess.run(["git", "rebase", "main", "lb/t"], cwd=repo, capture_output=True)
+    stopped = subprocess.run(["git", "rebase", "main", "lb/t/work"], cwd=repo, capture_output=True)
     assert stopped.returncode != 0 and (repo / ".git" / "rebase-merge").is_dir()  # a conflict
     result = cli("discard", NAME, "--force")
     assert result.code == 0, result.err
-    assert git(repo, "rev-parse", "--verify", "-q", "refs/heads/lb/t") != ""
+    assert git(repo, "rev-parse", "--verify", "-q", "refs/heads/lb/t/work") != ""
     kept = [
         e
         for e in json.loads(cli("log", NAME, "--json").out)["events"]

@@ -82,13 +82,17 @@ def test_shim_runs_in_the_callers_directory_inside_the_worktree(
     assert result.stdout.strip() == f"ran in {repo / '.worktrees' / 'a'}"
 
 
-def test_real_command_beside_another_tasks_shims_is_found(cli, tasks, tmp_path) -> None:
+def test_real_command_beside_another_tasks_shims_is_found(repo: Path, cli, tasks, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Unconfined: another task's shim directory is laneboard's state, which a sandbox does not
+    see, so a real command there does not run confined."""
+    config = repo / ".laneboard.toml"
+    config.write_text(config.read_text() + '[confine]\nmode = "off"\n')
     shims_a, shims_b = _shims(cli, "a"), _shims(cli, "b")
     # `othertool` is shimmed for both tasks; the real one lives among b's shims, after a's.
     (shims_b / "othertool").unlink()
     _script(shims_b / "othertool", 'echo "real othertool lease=$LANEBOARD_LEASE"\n')
     result = _run("othertool", [shims_a, shims_b, Path("/usr/bin"), Path("/bin")], tmp_path)
-    assert result.returncode == 0, result.err
+    assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("real othertool lease=")
     assert _exec_leases() == [(tasks["a"], ["othertool"])]
 

@@ -15,6 +15,8 @@ coordinator nests a child's steps in a `spawn`):
   `mcp FILE NAME STEPS`  as an agent's MCP client does: start `laneboard mcp` in this worktree
                          with a bare environment (no `LANEBOARD_TASK`, no `TMUX`), `delegate`
                          NAME with STEPS, `wait` for it, write the wait's document into FILE
+  `mcpcalls FILE JSON`   start `laneboard mcp` as `mcp` does and call each [tool, arguments]
+                         of the JSON list, every result (or `{"error": ...}`) into FILE
   `run FILE ARGS...`     `laneboard ARGS` (split as a shell would), its exit code into FILE
   `sleep S`, `exit N`
 Each step's laneboard output is printed, so the pane shows what happened.
@@ -73,6 +75,11 @@ def step(words: str) -> int | None:
         import asyncio
 
         Path(target).write_text(json.dumps(asyncio.run(over_mcp(name, steps))))
+    elif command == "mcpcalls":
+        target, _, calls = rest.partition(" ")
+        import asyncio
+
+        Path(target).write_text(json.dumps(asyncio.run(mcp_calls(json.loads(calls)))))
     elif command == "run":
         target, _, words = rest.partition(" ")
         Path(target).write_text(str(laneboard(*shlex.split(words)).returncode))
@@ -81,6 +88,22 @@ def step(words: str) -> int | None:
     elif command == "exit":
         return int(rest or 0)
     return None
+
+
+async def mcp_calls(calls: list[list[object]]) -> list[object]:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    bare = {k: os.environ[k] for k in ("HOME", "PATH", "LANEBOARD_HOME") if k in os.environ}
+    params = StdioServerParameters(command=LANEBOARD[0], args=[*LANEBOARD[1:], "mcp"], env=bare)
+    found: list[object] = []
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        for tool, arguments in calls:
+            result = await session.call_tool(str(tool), arguments)  # type: ignore[arg-type]
+            text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
+            found.append({"error": text} if result.isError else json.loads(text))
+    return found
 
 
 async def over_mcp(name: str, steps: str) -> dict[str, object]:

@@ -22,7 +22,7 @@ def _task_fields(repo_id: int, name: str) -> dict[str, object]:
         "state": TaskState.PROVISIONING.value,
         "base_ref": "HEAD",
         "base_sha": "0" * 40,
-        "branch": f"lb/{name}",
+        "branch": f"lb/{name}/work",
         "area": "/nowhere/.worktrees",
         "worktree_path": f"/nowhere/.worktrees/{name}",
     }

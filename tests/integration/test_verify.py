@@ -23,7 +23,7 @@ from tests.conftest import git, make_repo
 def add_worktree(root: Path, name: str, *, at: Path | None = None) -> Path:
     """A linked worktree on branch `lb/<name>`, by default at `<root>/.worktrees/<name>`."""
     path = at if at is not None else root / ".worktrees" / name
-    git(root, "worktree", "add", "-q", "-b", f"lb/{name}", str(path), "HEAD")
+    git(root, "worktree", "add", "-q", "-b", f"lb/{name}/work", str(path), "HEAD")
     return path
 
 
@@ -183,7 +183,7 @@ def test_rejects_gitfile_that_is_a_symlink_to_a_valid_gitfile(repo: Path, tmp_pa
     (path / ".git").rename(moved)
     (path / ".git").symlink_to(moved)
     # git itself follows the link, so the worktree still works for git.
-    assert git(path, "rev-parse", "--abbrev-ref", "HEAD") == "lb/x"
+    assert git(path, "rev-parse", "--abbrev-ref", "HEAD") == "lb/x/work"
 
     assert_rejected(verify(repo, path), Reason.SYMLINKED)
 
@@ -332,7 +332,7 @@ def test_rejects_worktree_recreated_at_the_same_path(repo: Path) -> None:
     held_gitfile = os.open(path / ".git", os.O_RDONLY)
     try:
         git(repo, "worktree", "remove", str(path))
-        git(repo, "branch", "-q", "-D", "lb/x")
+        git(repo, "branch", "-q", "-D", "lb/x/work")
         assert not path.exists()
         add_worktree(repo, "x")
         # Same path, same admin name, same branch: only the identity tells them apart.

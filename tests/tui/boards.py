@@ -56,7 +56,7 @@ def task(
         "state": state,
         "base_ref": "refs/heads/main",
         "base_sha": "1" * 40,
-        "branch": f"lb/{name}",
+        "branch": f"lb/{name}/work",
         "branch_created_by_us": True,
         "branch_tip_at_creation": "1" * 40,
         "area": f"{root}/.worktrees",

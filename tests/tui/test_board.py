@@ -46,7 +46,7 @@ async def test_new_task_from_the_board_gets_branch_worktree_and_agent(
         app.screen.query_one("#prompt", Input).value = "the login form"
         await pilot.press("enter")
         await until(pilot, lambda: agent_of(app, "fix-login") == "idle", "its agent idle")
-        assert git(repo, "branch", "--list", "lb/fix-login")
+        assert git(repo, "branch", "--list", "lb/fix-login/work")
         assert (repo / ".worktrees" / "fix-login").is_dir()
         await select(app, pilot, "fix-login")
         # The preview is the agent's own screen, read through the service.

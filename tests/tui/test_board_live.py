@@ -162,7 +162,7 @@ async def test_a_moved_target_or_branch_changes_the_counts_at_once(board, repo: 
         git(repo, "add", "main.txt")
         git(repo, "commit", "-q", "-m", "main moves")
         await until(pilot, lambda: row(app, "t").cells["git"] == "clean ↓1", "one behind")
-        git(repo, "update-ref", "refs/heads/lb/t", "main")  # the branch moved from elsewhere
+        git(repo, "update-ref", "refs/heads/lb/t/work", "main")  # the branch moved from elsewhere
         await until(pilot, lambda: row(app, "t").cells["git"] != "clean ↓1", "re-read")
 
 

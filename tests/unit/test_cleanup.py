@@ -123,15 +123,15 @@ def test_is_rebuildable(path: str, patterns: list[str], expected: bool) -> None:
 
 
 def test_branch_is_deleted_only_when_ours_unmoved_unused_and_reachable() -> None:
-    good = BranchFacts("lb/x", True, "a" * 40, "a" * 40, (), True)
+    good = BranchFacts("lb/x/work", True, "a" * 40, "a" * 40, (), True)
     assert branch_blockers(good).clear
     cases = {
-        K.NOT_OURS: BranchFacts("lb/x", False, "a" * 40, "a" * 40, (), True),
-        K.BRANCH_MOVED: BranchFacts("lb/x", True, "b" * 40, "a" * 40, (), True),
+        K.NOT_OURS: BranchFacts("lb/x/work", False, "a" * 40, "a" * 40, (), True),
+        K.BRANCH_MOVED: BranchFacts("lb/x/work", True, "b" * 40, "a" * 40, (), True),
         K.BRANCH_IN_USE: BranchFacts(
-            "lb/x", True, "a" * 40, "a" * 40, ("checked out at /w",), True
+            "lb/x/work", True, "a" * 40, "a" * 40, ("checked out at /w",), True
         ),
-        K.UNIQUE_COMMITS: BranchFacts("lb/x", True, "a" * 40, "a" * 40, (), False),
+        K.UNIQUE_COMMITS: BranchFacts("lb/x/work", True, "a" * 40, "a" * 40, (), False),
     }
     for kind, facts in cases.items():
         assert [b.kind for b in branch_blockers(facts).blockers] == [kind]

@@ -57,20 +57,3 @@ def test_only_a_task_no_agent_was_handed_can_be_cancelled() -> None:
     check_transition(TaskState.PROVISIONING, TaskState.CANCELLED)
     check_transition(TaskState.CANCELLING, TaskState.CANCELLED)
     assert is_terminal(TaskState.CANCELLED) and not is_terminal(TaskState.CANCELLING)
-
-
-def test_the_outside_sweep_keeps_a_live_callers_run_however_old(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    import os
-    import subprocess
-
-    from laneboard.tui.outside import _sweep
-
-    live = tmp_path / f"{os.getpid()}-1"
-    live.mkdir()
-    os.utime(live, (0, 0))  # decades old
-    gone = subprocess.Popen(["true"])
-    gone.wait()
-    dead = tmp_path / f"{gone.pid}-2"
-    dead.mkdir()
-    _sweep(tmp_path)
-    assert live.is_dir() and not dead.exists()

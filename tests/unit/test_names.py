@@ -23,7 +23,7 @@ from laneboard.core.domain.names import (
 )
 def test_accepts_valid_task_names(name: str) -> None:
     assert check_task_name(name) == name
-    assert branch_for("lb", name) == f"lb/{name}"
+    assert branch_for("lb", name) == f"lb/{name}/work"
 
 
 @pytest.mark.parametrize(

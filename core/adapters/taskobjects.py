@@ -1,0 +1,332 @@
+"""A confined task's own object directory, and the verified move of what it holds into the
+repository's common object store (DESIGN.md section 5a, "Objects").
+
+Inside its sandbox a task's git writes new objects to `<state>/objects/<task id>`
+(`GIT_OBJECT_DIRECTORY`) and reads the common store as an alternate, which is read-only to it:
+it can add objects, never delete or rewrite anyone's. Outside, laneboard moves each new object
+into the common store, so that your own git, the board and review see the task's commits:
+
+- a loose object is read, inflated and hashed; only one whose content hashes to its name is
+  copied (its bytes as they are, written beside and linked into place, never over an existing
+  object). A file that does not hash to its name is refused and counted: planting an object
+  under the name of content someone will write later (a merge result is predictable) would
+  otherwise put the planter's bytes into everyone's history;
+- a pack is indexed again by `git index-pack` outside, which names every object by its content.
+
+Nothing here trusts the task's own files (`info/alternates`, an `.idx`): the objects are
+read as bytes and judged by their content. `watch` does the move as objects appear (inotify), so
+outside readers see a commit a moment after it is made; `move` does it once, and is called
+before anything outside reads a task's objects (review, finalize, a snapshot, the end of a
+sandbox). Moving is idempotent and never deletes anything from either side.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import hashlib
+import os
+import select
+import struct
+import subprocess
+import threading
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+from laneboard.core.domain.values import value
+
+MAX_LOOSE = 512 * 1024 * 1024
+"""A loose object larger than this (inflated) is left where it is (and counted refused)."""
+
+
+@value(frozen=False)
+class Moved:
+    """What one move did."""
+
+    objects: int = 0
+    packs: int = 0
+    refused: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.refused is None:
+            self.refused = []
+
+
+def directory(state: Path, task_id: str) -> Path:
+    """The task's object directory (made on first use)."""
+    return state / "objects" / task_id
+
+
+def _hash_name(common_objects: Path) -> str:
+    """The object format of the repository (`sha1`, or `sha256` with extensions.objectFormat)."""
+    config = common_objects.parent / "config"
+    try:
+        text = config.read_text(errors="replace").lower()
+    except OSError:
+        return "sha1"
+    return "sha256" if "objectformat = sha256" in text.replace("\t", " ") else "sha1"
+
+
+def _verified(path: Path, name: str, algorithm: str) -> bytes | None:
+    """The file's bytes when its content hashes to `name`; None otherwise."""
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return None
+    inflater = zlib.decompressobj()
+    try:
+        content = inflater.decompress(raw, MAX_LOOSE + 64)
+    except zlib.error:
+        return None
+    if inflater.unconsumed_tail or not inflater.eof:
+        return None
+    header, nul, _ = content.partition(b"\0")
+    kind, _, size = header.partition(b" ")
+    if not nul or kind not in (b"blob", b"tree", b"commit", b"tag") or not size.isdigit():
+        return None
+    if int(size) != len(content) - len(header) - 1:
+        return None
+    if hashlib.new(algorithm, content).hexdigest() != name:
+        return None
+    return raw
+
+
+def _place(raw: bytes, target: Path) -> bool:
+    """Write `raw` as `target` unless it exists (beside it, then linked: never a half object,
+    never over one). True when it was written now."""
+    if target.exists():
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.parent / f"tmp_lb_{os.getpid()}_{threading.get_ident()}"
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+    try:
+        os.write(fd, raw)  # not fsynced, as git writes its own loose objects by default
+    finally:
+        os.close(fd)
+    try:
+        os.link(partial, target)
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(partial)
+    return True
+
+
+def move(objects_dir: Path, common_objects: Path, seen: set[str] | None = None) -> Moved:
+    """Move every object of `objects_dir` (a task's object directory) that the common store
+    lacks into it, verified (see the module). `seen` (kept by a caller that moves again and
+    again) skips what was judged before."""
+    done = Moved()
+    algorithm = _hash_name(common_objects)
+    width = 40 if algorithm == "sha1" else 64
+    known = seen if seen is not None else set()
+    try:
+        fans = [f for f in os.listdir(objects_dir) if len(f) == 2]
+    except OSError:
+        return done
+    for fan in fans:
+        try:
+            names = os.listdir(objects_dir / fan)
+        except OSError:
+            continue
+        for rest in names:
+            name = fan + rest
+            if len(name) != width or name in known:
+                continue
+            target = common_objects / fan / rest
+            if target.exists():
+                known.add(name)
+                continue
+            raw = _verified(objects_dir / fan / rest, name, algorithm)
+            if raw is None:
+                assert done.refused is not None
+                done.refused.append(name)
+                continue
+            if _place(raw, target):
+                done.objects += 1
+            known.add(name)
+    done.packs = _move_packs(objects_dir / "pack", common_objects, known)
+    return done
+
+
+def _move_packs(packs: Path, common_objects: Path, known: set[str]) -> int:
+    """Index each pack of the task's directory again in the common store (`git index-pack` names
+    every object by its content and writes a fresh index)."""
+    moved = 0
+    try:
+        names = sorted(n for n in os.listdir(packs) if n.endswith(".pack"))
+    except OSError:
+        return 0
+    for name in names:
+        try:
+            info = (packs / name).stat()
+        except OSError:
+            continue
+        key = f"pack:{name}:{info.st_size}:{info.st_mtime_ns}"
+        if key in known:
+            continue
+        with open(packs / name, "rb") as source:
+            done = subprocess.run(
+                ["git", "index-pack", "--stdin", "--fix-thin"],
+                stdin=source,
+                capture_output=True,
+                check=False,
+                env={**os.environ, "GIT_DIR": str(common_objects.parent)},
+            )
+        if done.returncode == 0:
+            moved += 1
+            known.add(key)
+    return moved
+
+
+# --- watching -------------------------------------------------------------------------------
+
+_IN_CREATE, _IN_MOVED_TO, _IN_CLOSE_WRITE = 0x100, 0x80, 0x8
+_IN_ONLYDIR = 0x01000000
+_EVENTS = _IN_CREATE | _IN_MOVED_TO | _IN_CLOSE_WRITE
+
+
+class Watcher:
+    """Moves a task's new objects into the common store as they appear, on a thread of
+    its own, until `stop()`; `stop()` makes a last full move and returns its count of refused
+    objects. Falls back to a move every `poll` seconds where inotify is not available."""
+
+    def __init__(
+        self,
+        objects_dir: Path,
+        common_objects: Path,
+        *,
+        poll: float = 2.0,
+        on_refused: Callable[[list[str]], None] | None = None,
+        also: tuple[Path, ...] = (),
+        after: Callable[[], None] | None = None,
+    ) -> None:
+        self.objects_dir = objects_dir
+        self.common_objects = common_objects
+        self.poll = poll
+        self.on_refused = on_refused
+        self.also = also
+        """Directories whose changes also wake it (a task's ref directory, its admin dir)."""
+        self.after = after
+        """Called after each move (a task's new tips go to the vault)."""
+        self.seen: set[str] = set()
+        self.refused: set[str] = set()
+        self._lock = threading.Lock()
+        self._stop_read, self._stop_write = os.pipe()
+        self._thread = threading.Thread(target=self._run, name="taskobjects", daemon=True)
+
+    @property
+    def started(self) -> bool:
+        return self._thread.ident is not None
+
+    def start(self) -> Watcher:
+        self._thread.start()
+        return self
+
+    def move_now(self) -> Moved:
+        with self._lock:
+            done = move(self.objects_dir, self.common_objects, self.seen)
+            fresh = [n for n in done.refused or () if n not in self.refused]
+            self.refused.update(fresh)
+            if self.after is not None:
+                self.after()
+        if fresh and self.on_refused is not None:
+            self.on_refused(fresh)
+        return done
+
+    def stop(self) -> int:
+        """Stop watching (if it started), then move once more: nothing is left behind."""
+        if self.started:
+            os.write(self._stop_write, b"!")
+            self._thread.join(timeout=30)
+        self.move_now()
+        for fd in (self._stop_read, self._stop_write):
+            os.close(fd)
+        return len(self.refused)
+
+    def _run(self) -> None:
+        inotify = _Inotify.open()
+        try:
+            while True:
+                if inotify is not None:
+                    inotify.watch_tree(self.objects_dir)  # before moving: nothing slips between
+                    for extra in self.also:
+                        inotify.watch(extra)
+                self.move_now()
+                fds = [self._stop_read] + ([inotify.fd] if inotify else [])
+                ready, _, _ = select.select(fds, [], [], self.poll if inotify is None else 30.0)
+                if self._stop_read in ready:
+                    return
+                if inotify is not None and inotify.fd in ready:
+                    inotify.drain()
+        finally:
+            if inotify is not None:
+                inotify.close()
+
+
+class _Inotify:
+    """The few inotify calls the watcher needs, through libc (no dependency)."""
+
+    def __init__(self, fd: int, libc: ctypes.CDLL) -> None:
+        self.fd = fd
+        self.libc = libc
+        self.watched: set[str] = set()
+
+    @classmethod
+    def open(cls) -> _Inotify | None:
+        name = ctypes.util.find_library("c")
+        if name is None:
+            return None
+        libc = ctypes.CDLL(name, use_errno=True)
+        fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        return None if fd < 0 else cls(fd, libc)
+
+    def watch_tree(self, top: Path) -> None:
+        """Watch `top` and its fan-out and pack directories (new ones as they appear)."""
+        try:
+            subs = [top, *(top / n for n in os.listdir(top) if len(n) == 2 or n == "pack")]
+        except OSError:
+            subs = [top]
+        for path in subs:
+            self.watch(path)
+
+    def watch(self, path: Path) -> None:
+        key = str(path)
+        if key in self.watched:
+            return
+        if self.libc.inotify_add_watch(self.fd, os.fsencode(key), _EVENTS | _IN_ONLYDIR) >= 0:
+            self.watched.add(key)
+
+    def drain(self) -> None:
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except OSError as err:
+                if err.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
+                    return
+                raise
+            if not data:
+                return
+            struct.calcsize("iIII")  # events are not parsed: any of them means "look again"
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def pending(objects_dir: Path, common_objects: Path) -> int:
+    """How many loose objects of a task's directory the common store does not have yet (names
+    only, nothing read: for a report)."""
+    count = 0
+    try:
+        fans = [f for f in os.listdir(objects_dir) if len(f) == 2]
+    except OSError:
+        return 0
+    for fan in fans:
+        try:
+            names = os.listdir(objects_dir / fan)
+        except OSError:
+            continue
+        count += sum(1 for rest in names if not (common_objects / fan / rest).exists())
+    return count

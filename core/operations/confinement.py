@@ -1,0 +1,146 @@
+"""A task's sandbox, as the operations that run something confined share it (an agent's start,
+`exec --lane`, a setup, a gate): whether it runs confined under the repo's policy, and if so
+the sandbox's paths, made ready. A shared step: it imports no operation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from laneboard.core.adapters import confine, taskobjects, vault
+from laneboard.core.adapters.config import config_dir, state_dir
+from laneboard.core.adapters.db import Database
+from laneboard.core.adapters.git import run_git
+from laneboard.core.adapters.ledger import Ledger
+from laneboard.core.domain.confine import Decision, Layout
+from laneboard.core.domain.errors import GitError, LaneboardError
+from laneboard.core.domain.models import Actor, Task
+from laneboard.core.domain.names import namespace_of, namespaced
+from laneboard.core.domain.values import value
+
+
+@value
+class Sandbox:
+    """How one command of a task runs: `layout` and `bwrap` are set when it runs confined."""
+
+    decision: Decision
+    bwrap: str | None = None
+    layout: Layout | None = None
+    objects: Path | None = None
+    refs: tuple[Path, ...] = ()
+    """Its own ref directory (the vault keeps the tips found there)."""
+
+
+def channel_dir(task_id: str) -> Path:
+    """The directory of a task's agent channel (in the state dir, which no sandbox sees)."""
+    return state_dir() / "run" / task_id
+
+
+def ref_dirs(common_dir: Path, namespace: str | None) -> list[Path]:
+    """A task's own ref directories (`refs/heads/<namespace>` and its reflogs); none for a task
+    whose branch has no namespace of its own."""
+    if namespace is None:
+        return []
+    return [
+        common_dir / "refs" / "heads" / namespace,
+        common_dir / "logs" / "refs" / "heads" / namespace,
+    ]
+
+
+def sandbox(
+    mode: str,
+    db: Database,
+    *,
+    common_dir: Path,
+    worktree: Path,
+    admin_name: str,
+    task_id: str | None,
+    task_name: str,
+    branch: str | None,
+    channel: Path | None,
+    objects: Path | None = None,
+) -> Sandbox:
+    """The sandbox of a command in `worktree` (a task's, or a scratch one with `task_id` None)
+    under `[confine] mode`, made ready: its ref directories and their markers exist, its object
+    directory exists (the task's own, or `objects` for a scratch one)."""
+    state = state_dir()
+    decision, probe = confine.decision(mode, state)
+    if not decision.confined or probe.bwrap is None:
+        return Sandbox(decision)
+    if objects is None and task_id is not None:
+        objects = taskobjects.directory(state, task_id)
+    namespace = ref_dirs(common_dir, namespace_of(branch, task_name) if branch else None)
+    admin_dir = common_dir / "worktrees" / admin_name
+    confine.prepare(admin_dir, namespace, objects)
+    confine.guard_dir(state)
+    if task_id is not None:
+        (state / "events").mkdir(parents=True, exist_ok=True)
+        (state / "events" / f"{task_id}.log").touch()
+    layout = confine.layout(
+        db=db,
+        state=state,
+        config=config_dir(),
+        worktree=worktree,
+        admin_dir=admin_dir,
+        objects=objects,
+        namespace=namespace,
+        task_id=task_id,
+        channel=channel,
+    )
+    return Sandbox(decision, probe.bwrap, layout, objects, tuple(namespace[:1]))
+
+
+def watcher(box: Sandbox, common_dir: Path, repo_id: int, task_id: str) -> taskobjects.Watcher:
+    """What moves a sandbox's new objects into the common store as they appear, verified, and
+    keeps the task's new tips in the vault."""
+    assert box.objects is not None and box.layout is not None
+    admin = Path(box.layout.admin_dir)
+    keeper = vault.tip_keeper(
+        vault.path(state_dir(), repo_id), common_dir, task_id, list(box.refs), admin
+    )
+    return taskobjects.Watcher(
+        box.objects, common_dir / "objects", also=(*box.refs, admin), after=keeper
+    )
+
+
+def own_namespace(ledger: Ledger, root: Path, task: Task, actor: Actor) -> Task:
+    """A task whose branch predates per-task ref namespaces (`<prefix>/<name>`) gets one before
+    anything of it runs confined: its branch is renamed `<prefix>/<name>/work` (git moves its
+    reflog and every worktree's HEAD with it), and tasks that target the old name follow.
+    Refused (nothing renamed) when git refuses, as it does for a branch under rebase."""
+    new = namespaced(task.branch, task.name)
+    if new is None or namespace_of(task.branch, task.name) is not None:
+        return task
+    if not task.branch_created_by_us:
+        raise LaneboardError(
+            f"{task.name}: its branch {task.branch} has no ref directory of its own, and "
+            "laneboard did not create it, so it does not rename it; its agent cannot run confined"
+        )
+    try:
+        run_git(
+            ["-c", "core.hooksPath=/dev/null", "branch", "-m", task.branch, new],
+            cwd=root,
+            read=False,
+        )
+    except GitError as err:
+        raise LaneboardError(
+            f"{task.name}: {task.branch} must become {new} (a ref directory of its own, the only "
+            f"part of refs/ its sandbox may write) and git refused: {err}"
+        ) from None
+    for other in ledger.tasks(include_retired=False):
+        if other.repo_id == task.repo_id and other.target == task.branch:
+            ledger.update_task(
+                other.id, actor=actor, kind="target.renamed",
+                data={"from": task.branch, "to": new}, target=new,
+            )  # fmt: skip
+    return ledger.update_task(
+        task.id, actor=actor, kind="branch.renamed", data={"from": task.branch, "to": new},
+        branch=new,
+    )  # fmt: skip
+
+
+def settle(common_dir: Path, task_id: str) -> None:
+    """Move the task's new objects into the common store (verified) before laneboard reads its
+    commits or index outside its sandbox (its warden does this as they appear; this covers a
+    warden that was killed). Nothing new: nothing done."""
+    taskobjects.move(taskobjects.directory(state_dir(), task_id), common_dir / "objects")

@@ -1,0 +1,361 @@
+"""Confinement against an agent that tries (DESIGN.md section 5a), with real bwrap, real git and
+a real tmux server on a private socket: every attack of issue 19's list, and each of its class,
+from a confined lane command, from a confined agent's pane, and from a process that agent
+starts with `setsid`; the legitimate work a task does passes in the same runs.
+
+Each run executes one shell script of attempts and prints one line per attempt; the verdict is
+the world outside (files, refs, objects, the ledger, the tmux server), compared before and
+after, never the script's own word.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO_ROOT, doc, git, make_repo
+from tests.e2e.test_runtime import eventually
+
+pytestmark = pytest.mark.tmux
+
+LANEBOARD = (
+    f"PYTHONPATH={shlex.quote(str(REPO_ROOT))} {shlex.quote(sys.executable)} -P -m laneboard"
+)
+
+
+def attacks(facts: dict[str, str]) -> str:
+    """The attempts, as one POSIX shell script: `try NAME CMD` runs CMD and prints whether the
+    command itself reported success (for diagnostics only)."""
+    f = {k: shlex.quote(v) for k, v in facts.items()}
+    lb = LANEBOARD
+    return f"""
+try() {{ name=$1; shift; if ( eval "$@" ) >/dev/null 2>&1; then echo "$name: succeeded";
+        else echo "$name: refused"; fi; }}
+# 1. /proc of an outside process: the tmux server's root and cwd, any pid's root
+try proc-server-root "echo x >> /proc/{f["tmux_pid"]}/root{f["root"]}/README.md"
+try proc-server-cwd "ls /proc/{f["tmux_pid"]}/cwd"
+try proc-any-root "for p in /proc/[0-9]*; do echo x >> \\$p/root{f["root"]}/README.md \\
+    && exit 0; done; exit 1"
+try proc-visible "test -e /proc/{f["tmux_pid"]}"
+# 2. tmux: the server by its socket path, by name, by default
+try tmux-path "tmux -S {f["tmux_socket"]} run-shell 'touch {f["root"]}/pwned-tmux'"
+try tmux-name "tmux -L {f["tmux_name"]} run-shell 'touch {f["root"]}/pwned-tmux'"
+try tmux-default "tmux set-option -g status off"
+# 3. laneboard commands on what is not its own
+try discard-sibling "{lb} discard b --force"
+try finalize-sibling "{lb} finalize b --merge"
+try review-mark-sibling "{lb} review b --mark"
+try cancel-sibling "{lb} cancel b"
+try restore "{lb} restore b"
+try pause-sibling "{lb} pause b"
+try exec-root "{lb} exec --root -- touch {f["root"]}/pwned-exec"
+try exec-sibling "{lb} exec --lane b -- touch pwned-lane"
+try child-of-sibling "{lb} new evil --parent b --no-start"
+try other-repo "{lb} --repo {f["other"]} ls"
+try other-repo-new "{lb} new evil2 --repo {f["other"]} --no-start"
+# 4. refs that are not its own, by git and by plain files
+try move-main "git update-ref refs/heads/main HEAD"
+try move-main-file "git rev-parse HEAD > {f["common"]}/refs/heads/main"
+try delete-sibling-branch "git branch -D lb/b/work"
+try delete-sibling-file "rm {f["common"]}/refs/heads/lb/b/work"
+try tag "git tag evil"
+try delete-anchor "git update-ref -d refs/laneboard/finalized/kept"
+try delete-anchor-file "rm {f["common"]}/refs/laneboard/finalized/kept"
+try packed-refs "echo x >> {f["common"]}/packed-refs"
+try remote-tracking "git update-ref refs/remotes/origin/main HEAD"
+try new-top-branch "git branch evil-branch"
+# 5. laneboard's state
+try ledger "echo x >> {f["state"]}/ledger.sqlite3"
+try sibling-events "echo done >> {f["state"]}/events/{f["sibling_id"]}.log"
+try config "echo x >> {f["state"]}/config.toml"
+try vault "ls {f["state"]}/vault"
+# 6. objects and packs
+try delete-objects "find {f["common"]}/objects -type f -delete"
+try git-prune "{f["git"]} prune --expire=now"
+try rewrite-pack "for p in {f["common"]}/objects/pack/*.pack; do echo x >> \\$p && exit 0; \\
+    done; exit 1"
+# and the rest of what every worktree shares
+try sibling-worktree "echo x >> {f["sibling"]}/README.md"
+try root-checkout "echo x >> {f["root"]}/README.md"
+try hooks "echo 'touch {f["root"]}/pwned-hook' > {f["common"]}/hooks/post-commit"
+try config-file "git config core.fsmonitor 'touch {f["root"]}/pwned-fsmonitor'"
+try other-repo-file "echo x >> {f["other"]}/README.md"
+"""
+
+
+def legit(facts: dict[str, str]) -> str:
+    """What a task's own work needs, all of which must work inside (`set -e`)."""
+    f = {k: shlex.quote(v) for k, v in facts.items()}
+    return f"""
+set -e
+echo one > own.txt && git add own.txt && git commit -q -m one
+git commit -q --amend -m one-amended
+echo two > own.txt && git commit -q -am two
+git reset -q --hard HEAD~1
+git checkout -q -b lb/a/side && echo side > side.txt && git add side.txt && git commit -q -m side
+git checkout -q lb/a/work && git rebase -q lb/a/side
+git fetch -q {f["remote"]} main:lb/a/upstream
+mkdir -p "$HOME/.cache/tool" && echo cached > "$HOME/.cache/tool/entry"
+{LANEBOARD} signal --state working
+echo legit-done
+"""
+
+
+def world(repo: Path, other: Path, state: Path, sibling_id: str) -> dict[str, Any]:
+    """What the attacks must leave as it was."""
+    refs = git(repo, "for-each-ref", "--format=%(refname) %(objectname)")
+    store = repo / ".git" / "objects"
+    objects = {
+        str(p.relative_to(store)): hashlib.sha1(p.read_bytes()).hexdigest()
+        for p in store.rglob("*")
+        if p.is_file() and p.parent.name != "info"
+    }
+    events = state / "events" / f"{sibling_id}.log"
+    return {
+        "root": (repo / "README.md").read_bytes(),
+        "sibling": (repo / ".worktrees" / "b" / "README.md").read_bytes(),
+        "other": (other / "README.md").read_bytes(),
+        "config": (repo / ".git" / "config").read_bytes(),
+        "hooks": sorted(p.name for p in (repo / ".git" / "hooks").iterdir()),
+        "packed": (repo / ".git" / "packed-refs").read_bytes(),
+        "refs": [r for r in refs.splitlines() if "/lb/a/" not in r],
+        "objects": objects,
+        "events": events.read_bytes() if events.exists() else b"",
+        "pwned": sorted(p.name for p in repo.iterdir() if p.name.startswith("pwned")),
+    }
+
+
+@pytest.fixture
+def arena(repo: Path, cli, agents, server, tmp_path: Path, shared: Path) -> dict[str, Any]:
+    """Tasks `a` (the attacker) and `b` (its sibling) in `repo`, another registered repository,
+    a finalize anchor and packed refs to attack, a remote to fetch from."""
+    other = make_repo(tmp_path / "other")
+    assert cli("init", cwd=other).code == 0
+    b = doc(cli("new", "b", "--no-start", "--json"))
+    doc(cli("new", "a", "--no-start", "--json"))
+    git(repo, "update-ref", "refs/laneboard/finalized/kept", "HEAD")
+    git(repo, "pack-refs", "--all")
+    git(repo, "repack", "-q", "-d")  # a pack to rewrite
+    remote = shared / "remote.git"  # where the task sees it (the rest of /tmp is private)
+    git(shared, "init", "-q", "--bare", str(remote))
+    git(repo, "push", "-q", str(remote), "main")
+    (repo / ".git" / "hooks").mkdir(exist_ok=True)
+    state = Path(os.environ["LANEBOARD_HOME"])
+    server.cmd("new-session", "-d", "-s", "bystander")  # the user's own session on it
+    socket = str(Path("/tmp") / f"tmux-{os.getuid()}" / server.socket_name)
+    assert Path(socket).exists()
+    facts = {
+        "root": str(repo),
+        "common": str(repo / ".git"),
+        "sibling": str(repo / ".worktrees" / "b"),
+        "sibling_id": b["id"],
+        "other": str(other),
+        "state": str(state),
+        "tmux_pid": server.cmd("display-message", "-p", "#{pid}").stdout[0],
+        "tmux_socket": socket,
+        "tmux_name": server.socket_name,
+        "git": subprocess.run(
+            ["sh", "-c", "command -v git"], capture_output=True, text=True
+        ).stdout.strip(),
+        "remote": str(remote),
+    }
+    return {"facts": facts, "other": other, "state": state, "sibling_id": b["id"]}
+
+
+def _script(home: Path, name: str, body: str) -> Path:
+    path = home / f"{name}.sh"  # the home is the task's too: the sandbox sees it
+    path.write_text(body)
+    return path
+
+
+def _check(repo: Path, arena: dict[str, Any], before: dict[str, Any], report: str) -> None:
+    after = world(repo, arena["other"], arena["state"], arena["sibling_id"])
+    # New objects (the task's own work, moved into the store) may come; none may go or change.
+    lost = {k: v for k, v in before["objects"].items() if after["objects"].get(k) != v}
+    assert not lost, f"objects deleted or rewritten: {sorted(lost)}"
+    before, after = dict(before, objects=None), dict(after, objects=None)
+    changed = {k: (before[k], after[k]) for k in before if before[k] != after[k]}
+    assert not changed, f"the attacks changed {sorted(changed)}:\n{report}"
+    assert git(repo, "fsck", "--no-progress", "--no-dangling") == ""
+    assert "legit-done" in report, report
+    # The legitimate work landed, in the common store, on its own branches.
+    assert git(repo, "log", "-1", "--format=%s", "lb/a/work") == "side"
+    assert git(repo, "rev-parse", "lb/a/upstream") == git(repo, "rev-parse", "main")
+
+
+def test_attacks_from_a_confined_lane_command_all_fail(repo: Path, cli, arena, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    home = Path(os.environ["HOME"])
+    before = world(repo, arena["other"], arena["state"], arena["sibling_id"])
+    script = _script(home, "attack", attacks(arena["facts"]) + legit(arena["facts"]))
+    done = cli("exec", "--lane", "a", "--", "sh", str(script))
+    assert done.code == 0, done.out + done.err
+    _check(repo, arena, before, done.out + done.err)
+
+
+@pytest.mark.parametrize("how", ["agent", "setsid"])
+def test_attacks_from_a_confined_agent_and_what_it_starts_all_fail(
+    repo: Path, cli, arena, server, how: str
+) -> None:  # type: ignore[no-untyped-def]
+    home = Path(os.environ["HOME"])
+    report = home / "report.txt"
+    before = world(repo, arena["other"], arena["state"], arena["sibling_id"])
+    script = _script(home, "attack", attacks(arena["facts"]) + legit(arena["facts"]))
+    run = f"sh {shlex.quote(str(script))} > {report} 2>&1; touch {home}/finished"
+    if how == "setsid":  # a daemon of the agent's: its own session, outliving nothing
+        run = f"setsid -f sh -c {shlex.quote(run)}"
+    started = cli("start", "a", "--cmd", f"sh -c {shlex.quote(run + '; sleep 300')}")
+    assert started.code == 0, started.err
+    assert doc(cli("show", "a", "--json"))["confined"] is True
+    eventually(lambda: (home / "finished").exists(), "the attacks ran", 120)
+    _check(repo, arena, before, report.read_text())
+    # Stopping the task stops every process of its sandbox, its setsid daemon included.
+    assert cli("retain", "a").code == 0
+    eventually(lambda: not _sandboxed(home), "no process of the sandbox left", 30)
+
+
+def _sandboxed(home: Path) -> list[int]:
+    """Processes still running the attack script (found by its path in their command line)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                line = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(home / "attack.sh").encode() in line:
+                found.append(int(entry.name))
+    return found
+
+
+def test_attacks_through_mcp_are_refused_with_the_command_lines_words(
+    repo: Path, cli, arena, workers
+) -> None:  # type: ignore[no-untyped-def]
+    """The MCP server an agent starts inside its sandbox reaches laneboard only through its
+    channel: a sibling, a parent, itself where only children count, another repository."""
+    home = Path(os.environ["HOME"])
+    out = home / "mcp.json"
+    calls = [
+        ("status", {"name": "b"}),
+        ("cancel", {"name": "b"}),
+        ("review", {"name": "b"}),
+        ("send", {"name": "b", "text": "rm -rf /", "when_idle": False}),
+        ("wait", {"names": ["b"], "timeout": 1}),
+        ("cancel", {"name": "a"}),
+    ]
+    steps = f"mcpcalls {out} {json.dumps(calls)}"
+    started = cli("start", "a", "--agent", "worker", "--prompt", steps)
+    assert started.code == 0, started.err
+    eventually(lambda: out.exists(), "the MCP calls ran", 120)
+    results = json.loads(out.read_text())
+    assert [r.get("error") is not None for r in results] == [True] * len(calls), results
+    for result in results[:5]:
+        assert "refused from a's sandbox" in result["error"], results
+    assert "is not a task below a" in results[5]["error"]
+    assert doc(cli("show", "b", "--json"))["state"] == "provisioned"
+    # the same words from the command line inside
+    code = home / "cli.code"
+    assert cli("retain", "a").code == 0
+    assert cli("start", "a", "--agent", "worker", "--prompt", f"run {code} cancel b").code == 0
+    eventually(lambda: code.exists(), "the command ran", 60)
+    assert code.read_text() == "1"
+
+
+def test_the_channel_refuses_bad_input_with_one_line_and_stays_up(
+    repo: Path, cli, arena, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    """Garbage, a frame too long, a request cut short, a request that is not JSON, an unknown
+    request, a lease for another lane: each gets one refusal and the connection closes; the
+    next good request is still served."""
+    home = Path(os.environ["HOME"])
+    probe = home / "probe.py"
+    probe.write_text(PROBE)
+    done = cli("exec", "--lane", "a", "--", sys.executable, str(probe))
+    assert done.code == 0, done.out + done.err
+    lines = dict(line.split(": ", 1) for line in done.out.splitlines())
+    assert lines["garbage"].startswith("refused: not a laneboard channel frame"), lines
+    assert "the limit is" in lines["huge"], lines
+    assert lines["cut"] == "closed", lines
+    assert "not JSON" in lines["not-json"], lines
+    assert "unknown request" in lines["unknown"], lines
+    assert "not a's" in lines["other-lane"], lines
+    assert lines["whoami"].startswith('{"task"'), lines
+
+
+PROBE = r"""
+import json, os, socket, struct
+path = os.environ["LANEBOARD_CHANNEL"]
+def talk(name, data):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    s.sendall(data)
+    if name == "cut":
+        s.close()
+        print(f"{name}: closed")
+        return
+    got = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    s.close()
+    if len(got) < 5:
+        print(f"{name}: nothing")
+        return
+    body = json.loads(got[5:5 + struct.unpack(">I", got[1:5])[0]])
+    said = f"refused: {body['refused']}" if "refused" in body else json.dumps(body)
+    print(f"{name}: {said}")
+def frame(kind, payload):
+    return kind + struct.pack(">I", len(payload)) + payload
+talk("garbage", b"GET / HTTP/1.0\r\n\r\n")
+talk("huge", b"J" + struct.pack(">I", 1 << 30) + b"{")
+talk("cut", b"J" + struct.pack(">I", 100) + b"{")
+talk("not-json", frame(b"J", b"{not json"))
+talk("unknown", frame(b"J", json.dumps({"op": "shell", "argv": ["sh"]}).encode()))
+talk("other-lane", frame(b"J", json.dumps({"op": "lease", "lane": "b", "argv": ["true"]}).encode()))
+talk("whoami", frame(b"J", json.dumps({"op": "whoami"}).encode()))
+"""
+
+
+def test_a_confined_command_cannot_type_into_the_terminal_it_returns_to(
+    repo: Path, cli, arena, server, shared: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """TIOCSTI pushes bytes into a terminal's input as if typed: a lane command run from your
+    shell could queue a command that your shell reads after it returns (CVE-2017-5226). The
+    seccomp filter refuses it (and TIOCLINUX)."""
+    planted = shared / "pwned-tiocsti"
+    typed = f"touch {planted}\n"
+    inject = (
+        "import fcntl, termios, sys\n"
+        f"for c in {typed.encode()!r}:\n"
+        "    try:\n"
+        "        fcntl.ioctl(0, termios.TIOCSTI, bytes([c]))\n"
+        "    except OSError as err:\n"
+        "        print('refused', err); sys.exit(0)\n"
+    )
+    script = shared / "inject.py"
+    script.write_text(inject)
+    operator = shared / "operator.sh"
+    operator.write_text(
+        f"cd {shlex.quote(str(repo))} && {LANEBOARD} exec --lane a -- "
+        f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}; echo returned\n"
+    )
+    pane = server.cmd("new-window", "-P", "-F", "#{pane_id}", "sh").stdout[0]
+    server.cmd("send-keys", "-t", pane, f"sh {operator}", "Enter")
+
+    def screen() -> str:
+        return "\n".join(server.cmd("capture-pane", "-p", "-t", pane).stdout)
+
+    eventually(lambda: "returned" in screen(), "the lane command returned", 60, screen)
+    server.cmd("send-keys", "-t", pane, "echo settled", "Enter")
+    eventually(lambda: screen().count("settled") >= 2, "the shell read on", 30, screen)
+    assert "refused" in screen(), screen()
+    assert not planted.exists(), screen()
