@@ -249,8 +249,8 @@ def _under_tmp(path: str) -> bool:
 
 
 def runners() -> tuple[list[str], list[str]]:
-    """Where command runners of the user listen, outside `/tmp` (which is private inside
-    anyway): directories to mask, and single sockets to mask. tmux's socket directory
+    """Where command runners of the user listen: directories to mask, and single sockets to
+    mask. tmux's socket directory
     (`$TMUX_TMPDIR/tmux-<uid>`), the session bus and service manager's runtime dir
     (`$XDG_RUNTIME_DIR`, `/run/user/<uid>`), `screen`'s directory, and a tmux socket named by
     path (`$TMUX`, `LANEBOARD_TMUX_SOCKET`) that lies elsewhere."""
@@ -268,11 +268,10 @@ def runners() -> tuple[list[str], list[str]]:
         if "/" in os.environ.get("LANEBOARD_TMUX_SOCKET", "")
         else "",
     ]
-    masked = [
-        os.path.realpath(d) for d in directories if d and os.path.isdir(d) and not _under_tmp(d)
-    ]
+    # Masked wherever they are, /tmp included: what lies under a path the sandbox keeps (a home
+    # under /tmp) would otherwise be visible again.
+    masked = [os.path.realpath(d) for d in directories if d and os.path.isdir(d)]
     single = [os.path.realpath(s) for s in sockets if s and os.path.exists(s)]
-    single = [s for s in single if not _under_tmp(s)]
     return outermost(masked), sorted(set(single))
 
 

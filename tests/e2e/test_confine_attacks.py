@@ -88,6 +88,8 @@ try root-checkout "echo x >> {f["root"]}/README.md"
 try hooks "echo 'touch {f["root"]}/pwned-hook' > {f["common"]}/hooks/post-commit"
 try config-file "git config core.fsmonitor 'touch {f["root"]}/pwned-fsmonitor'"
 try other-repo-file "echo x >> {f["other"]}/README.md"
+try own-ref-marker "rm -f {f["common"]}/refs/heads/lb/a/.laneboard-keep"
+try tiocsti "python3 -c 'import fcntl, termios; fcntl.ioctl(0, termios.TIOCSTI, b\"x\")'"
 """
 
 
@@ -130,6 +132,7 @@ def world(repo: Path, other: Path, state: Path, sibling_id: str) -> dict[str, An
         "objects": objects,
         "events": events.read_bytes() if events.exists() else b"",
         "pwned": sorted(p.name for p in repo.iterdir() if p.name.startswith("pwned")),
+        "marker": (repo / ".git" / "refs" / "heads" / "lb" / "a" / ".laneboard-keep").exists(),
     }
 
 
@@ -141,6 +144,7 @@ def arena(repo: Path, cli, agents, server, tmp_path: Path, shared: Path) -> dict
     assert cli("init", cwd=other).code == 0
     b = doc(cli("new", "b", "--no-start", "--json"))
     doc(cli("new", "a", "--no-start", "--json"))
+    assert cli("exec", "--lane", "a", "--", "true").code == 0  # its ref directory is made
     git(repo, "update-ref", "refs/laneboard/finalized/kept", "HEAD")
     git(repo, "pack-refs", "--all")
     git(repo, "repack", "-q", "-d")  # a pack to rewrite
@@ -359,3 +363,60 @@ def test_a_confined_command_cannot_type_into_the_terminal_it_returns_to(
     eventually(lambda: screen().count("settled") >= 2, "the shell read on", 30, screen)
     assert "refused" in screen(), screen()
     assert not planted.exists(), screen()
+
+
+def test_no_command_runner_is_reachable_wherever_it_listens(
+    repo: Path, cli, arena, shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The session bus and service manager in `$XDG_RUNTIME_DIR`, a tmux server in
+    `$TMUX_TMPDIR`, one whose socket is named by path (here in the home, which the sandbox
+    otherwise keeps), and any server with a socket somewhere in /tmp (an X server, an editor's
+    server): none is reachable from inside."""
+    import socket
+    import threading
+
+    home = Path(os.environ["HOME"])
+    runtime, tmux_dir, socket_dir = home / "run", home / "tmuxtmp", home / "sockets"
+    for directory in (runtime, tmux_dir, socket_dir):
+        directory.mkdir(mode=0o700)
+    heard: list[bool] = []
+    listeners = []
+    for path in (runtime / "bus", tmp_path / "X0"):
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(str(path))
+        listener.listen(4)
+        listeners.append(listener)
+        threading.Thread(
+            target=lambda s=listener: heard.append(bool(s.accept())), daemon=True
+        ).start()
+    named = socket_dir / "named.sock"
+    env = {**os.environ, "TMUX_TMPDIR": str(tmux_dir)}
+    for where in (["-L", "byname"], ["-S", str(named)]):
+        subprocess.run(["tmux", *where, "new-session", "-d", "sleep", "300"], env=env, check=True)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    monkeypatch.setenv("TMUX_TMPDIR", str(tmux_dir))
+    monkeypatch.setenv("LANEBOARD_TMUX_SOCKET", str(named))
+    planted = shared / "pwned-runner"
+    script = shared / "runners.sh"
+    script.write_text(
+        f"""
+python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect("{runtime}/bus")' \
+    && echo bus-reached
+python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect("{tmp_path}/X0")' \
+    && echo x-reached
+tmux -L byname run-shell 'touch {planted}' && echo tmux-by-name-reached
+tmux -S {named} run-shell 'touch {planted}' && echo tmux-by-path-reached
+ls {runtime} {tmux_dir} {socket_dir}
+true
+"""
+    )
+    try:
+        done = cli("exec", "--lane", "a", "--", "sh", str(script))
+        assert done.code == 0, done.err
+        assert "reached" not in done.out, done.out
+        assert not planted.exists() and not heard, done.out
+    finally:
+        for where in (["-L", "byname"], ["-S", str(named)]):
+            subprocess.run(["tmux", *where, "kill-server"], env=env, check=False)
+        for listener in listeners:
+            listener.close()
