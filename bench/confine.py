@@ -114,7 +114,7 @@ def main() -> None:
         )
 
         def boxed(argv: list[str]) -> list[str]:
-            return confine.confine_command(str(box.bwrap), box.layout, argv, cwd=str(worktree))
+            return confine.bwrap_argv(str(box.bwrap), box.layout, argv, cwd=str(worktree))
 
         bare = [timed(["true"], worktree, env) for _ in range(args.runs)]
         sandbox = [timed(boxed(["true"]), worktree, inner) for _ in range(args.runs)]

@@ -22,6 +22,7 @@ sandbox). Moving is idempotent and never deletes anything from either side.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -31,12 +32,15 @@ import select
 import struct
 import subprocess
 import threading
+import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
 
 from laneboard.core.domain.values import value
 
+ORDER = {b"blob": 0, b"tree": 1, b"tag": 2, b"commit": 3}
+"""The order objects found together are placed in: what others name first."""
 MAX_LOOSE = 512 * 1024 * 1024
 """A loose object larger than this (inflated) is left where it is (and counted refused)."""
 
@@ -69,8 +73,9 @@ def _hash_name(common_objects: Path) -> str:
     return "sha256" if "objectformat = sha256" in text.replace("\t", " ") else "sha1"
 
 
-def _verified(path: Path, name: str, algorithm: str) -> bytes | None:
-    """The file's bytes when its content hashes to `name`; None otherwise."""
+def _verified(path: Path, name: str, algorithm: str) -> tuple[bytes, bytes] | None:
+    """The file's bytes and its object's type when its content hashes to `name`; None
+    otherwise."""
     try:
         raw = path.read_bytes()
     except OSError:
@@ -90,7 +95,7 @@ def _verified(path: Path, name: str, algorithm: str) -> bytes | None:
         return None
     if hashlib.new(algorithm, content).hexdigest() != name:
         return None
-    return raw
+    return raw, kind
 
 
 def _place(raw: bytes, target: Path) -> bool:
@@ -126,6 +131,7 @@ def move(objects_dir: Path, common_objects: Path, seen: set[str] | None = None) 
         fans = [f for f in os.listdir(objects_dir) if len(f) == 2]
     except OSError:
         return done
+    found: list[tuple[int, str, bytes]] = []
     for fan in fans:
         try:
             names = os.listdir(objects_dir / fan)
@@ -135,18 +141,22 @@ def move(objects_dir: Path, common_objects: Path, seen: set[str] | None = None) 
             name = fan + rest
             if len(name) != width or name in known:
                 continue
-            target = common_objects / fan / rest
-            if target.exists():
+            if (common_objects / fan / rest).exists():
                 known.add(name)
                 continue
-            raw = _verified(objects_dir / fan / rest, name, algorithm)
-            if raw is None:
+            judged = _verified(objects_dir / fan / rest, name, algorithm)
+            if judged is None:
                 assert done.refused is not None
                 done.refused.append(name)
                 continue
-            if _place(raw, target):
-                done.objects += 1
-            known.add(name)
+            raw, kind = judged
+            found.append((ORDER.get(kind, 0), name, raw))
+    # What a commit names is in the store before the commit is: a commit found there has its
+    # trees and blobs (the refs hook waits for the commit alone).
+    for _order, name, raw in sorted(found):
+        if _place(raw, common_objects / name[:2] / name[2:]):
+            done.objects += 1
+        known.add(name)
     done.packs = _move_packs(objects_dir / "pack", common_objects, known)
     return done
 
@@ -226,8 +236,16 @@ class Watcher:
         return self
 
     def move_now(self) -> Moved:
+        """One pass, then its start time (ns) in `info/laneboard-moved`: a ref update inside
+        waits for a pass that began after it asked (confine.SETTLE)."""
         with self._lock:
+            began = time.time_ns()
             done = move(self.objects_dir, self.common_objects, self.seen)
+            with contextlib.suppress(OSError):
+                marker = self.objects_dir / "info" / "laneboard-moved"
+                partial = marker.with_name(f".laneboard-moved.{os.getpid()}")
+                partial.write_text(str(began))
+                os.replace(partial, marker)
             fresh = [n for n in done.refused or () if n not in self.refused]
             self.refused.update(fresh)
             if self.after is not None:

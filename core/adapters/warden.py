@@ -77,13 +77,13 @@ def main(raw: str) -> int:
     stream = _event_stream()
     env = confine.environment(
         layout, dict(os.environ), common_dir=Path(plan["common_dir"]), task_id=plan["task"],
-        state=state,
+        state=state, settled=True,
     )  # fmt: skip
     code = 1
     try:
         with confine.seccomp_fd() as fd:
-            run = confine.confine_command(
-                plan["bwrap"], layout, plan["command"], cwd=plan["cwd"], seccomp=fd
+            run = confine.bwrap_argv(
+                plan["bwrap"], layout, plan["command"], cwd=plan["cwd"], seccomp_fd=fd
             )
             proc = subprocess.Popen(
                 run, env=env, cwd=plan["cwd"], pass_fds=() if fd is None else (fd,)

@@ -69,10 +69,11 @@ UNSET = (
 inside tries them and fails strangely)."""
 
 
-def no_maintenance(env: Mapping[str, str]) -> dict[str, str]:
-    """Variables that add `gc.auto=0` and `maintenance.auto=false` to the git configuration of
-    a command with environment `env` (after any `GIT_CONFIG_*` entries it has already):
-    repository-wide maintenance never starts inside a task.
+def no_maintenance(env: Mapping[str, str], also: Sequence[tuple[str, str]] = ()) -> dict[str, str]:
+    """Variables that add `gc.auto=0` and `maintenance.auto=false` (and the settings `also`
+    names) to the git configuration of a command with environment `env` (after any
+    `GIT_CONFIG_*` entries it has already): repository-wide maintenance never starts inside a
+    task.
 
     The result is whole: it repeats the entries `env` has, numbered from 0, because a pane
     does not inherit the caller's environment (it gets the tmux server's, plus these), and a
@@ -85,7 +86,7 @@ def no_maintenance(env: Mapping[str, str]) -> dict[str, str]:
         key, setting = env.get(f"GIT_CONFIG_KEY_{n}"), env.get(f"GIT_CONFIG_VALUE_{n}")
         if key is not None and setting is not None:
             entries.append((key, setting))
-    for wanted in (("gc.auto", "0"), ("maintenance.auto", "false")):
+    for wanted in (("gc.auto", "0"), ("maintenance.auto", "false"), *also):
         if wanted not in entries:
             entries.append(wanted)
     added: dict[str, str] = {}

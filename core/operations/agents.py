@@ -179,17 +179,12 @@ def start(
     assert task.admin_name is not None
     if ctx.settings.confine.mode != "off":
         task = confinement.own_namespace(ledger, ctx.root, task, actor)
-    assert task.admin_name is not None
-    box = confinement.sandbox(
+    box = confinement.for_task(
         ctx.settings.confine.mode,
         ledger.database,
-        common_dir=ctx.common_dir,
-        worktree=Path(task.worktree_path),
-        admin_name=task.admin_name,
-        task_id=task.id,
-        task_name=task.name,
-        branch=task.branch,
-        channel=confinement.channel_dir(task.id),
+        ctx.common_dir,
+        task,
+        confinement.channel_dir(task.id),
     )
     if box.decision.refused:
         raise AgentError(f"{task.name}: no agent started: {box.decision.note}")

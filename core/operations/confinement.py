@@ -90,6 +90,24 @@ def sandbox(
     return Sandbox(decision, probe.bwrap, layout, objects, tuple(namespace[:1]))
 
 
+def for_task(
+    mode: str, db: Database, common_dir: Path, task: Task, channel: Path | None
+) -> Sandbox:
+    """`sandbox` of a command in `task`'s own worktree (its agent, its setup, its lane)."""
+    assert task.admin_name is not None
+    return sandbox(
+        mode,
+        db,
+        common_dir=common_dir,
+        worktree=Path(task.worktree_path),
+        admin_name=task.admin_name,
+        task_id=task.id,
+        task_name=task.name,
+        branch=task.branch,
+        channel=channel,
+    )
+
+
 def watcher(box: Sandbox, common_dir: Path, repo_id: int, task_id: str) -> taskobjects.Watcher:
     """What moves a sandbox's new objects into the common store as they appear, verified, and
     keeps the task's new tips in the vault."""

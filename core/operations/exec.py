@@ -236,12 +236,17 @@ def _run_confined(
     )
     watcher = confinement.watcher(box, target.common_dir, target.repo_id, target.lane)
     inner = confine.environment(
-        box.layout, env, common_dir=target.common_dir, task_id=target.lane, state=state_dir()
+        box.layout,
+        env,
+        common_dir=target.common_dir,
+        task_id=target.lane,
+        state=state_dir(),
+        settled=True,
     )
     here = str(working_dir(target))
     try:
         with confine.seccomp_fd() as fd:
-            wrapped = confine.confine_command(box.bwrap, box.layout, command, cwd=here, seccomp=fd)
+            wrapped = confine.bwrap_argv(box.bwrap, box.layout, command, cwd=here, seccomp_fd=fd)
 
             seen: list[tuple[int, int | None]] = []
 

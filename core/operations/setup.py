@@ -59,17 +59,8 @@ def run_setup(
         ledger.append_event(
             task.id, ctx.repo.id, "setup.started", actor, {"command": argv, "log": str(log)}
         )
-        assert task.admin_name is not None
-        box = confinement.sandbox(
-            ctx.settings.confine.mode,
-            ledger.database,
-            common_dir=ctx.common_dir,
-            worktree=Path(task.worktree_path),
-            admin_name=task.admin_name,
-            task_id=task.id,
-            task_name=task.name,
-            branch=task.branch,
-            channel=None,
+        box = confinement.for_task(
+            ctx.settings.confine.mode, ledger.database, ctx.common_dir, task, None
         )
         if box.decision.refused:
             raise LaneboardError(f"setup command not run: {box.decision.note}")
@@ -137,7 +128,7 @@ def run_logged(
             pass_fds: tuple[int, ...] = ()
             if box is not None and box.layout is not None and box.bwrap is not None:
                 fd = fds.enter_context(confine.seccomp_fd())
-                run = confine.confine_command(box.bwrap, box.layout, argv, cwd=str(cwd), seccomp=fd)
+                run = confine.bwrap_argv(box.bwrap, box.layout, argv, cwd=str(cwd), seccomp_fd=fd)
                 env = confine.environment(
                     box.layout, env, common_dir=ctx.common_dir, task_id=None, state=state_dir()
                 )

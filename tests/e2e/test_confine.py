@@ -408,3 +408,41 @@ def test_a_damaged_probe_cache_is_probed_again(tasks: Path, cli) -> None:  # typ
         done = cli("exec", "--lane", "a", "--", "true")
         assert done.code == 0, done.err
         assert "unconfined" not in done.err, text
+
+
+def test_no_ref_outside_ever_names_an_object_not_in_the_store(tasks: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    """A confined commit's objects go to the task's own directory and are moved into the
+    store by laneboard; its ref update waits for that move, so your own git, reading the
+    branch at any moment, always finds the commit (watched here while 30 commits land)."""
+    repo = tasks
+    ref = repo / ".git" / "refs" / "heads" / "lb" / "a" / "work"
+    loop = "for i in $(seq 30); do echo $i > n.txt; git add n.txt; git commit -q -m c$i; done"
+    proc = started(["exec", "--lane", "a", "--", "sh", "-c", loop], repo, {})
+    missing, seen = [], set()
+    while proc.poll() is None:
+        sha = ref.read_text().strip() if ref.exists() else ""
+        if sha and sha not in seen:
+            seen.add(sha)
+            found = subprocess.run(["git", "cat-file", "-e", sha], cwd=repo, check=False)
+            if found.returncode != 0:
+                missing.append(sha)
+    assert proc.returncode == 0, proc.communicate()[1]
+    assert len(seen) > 3 and missing == [], (len(seen), missing)
+    assert git(repo, "rev-list", "--count", "main..lb/a/work") == "30"
+
+
+def test_the_repositorys_own_hooks_still_run_inside(tasks: Path, cli, shared: Path) -> None:  # type: ignore[no-untyped-def]
+    """laneboard's hooks directory inside passes every hook on to the repository's own."""
+    repo = tasks
+    log = shared / "hooks.log"
+    for name in ("pre-commit", "commit-msg", "post-commit", "reference-transaction"):
+        hook = repo / ".git" / "hooks" / name
+        hook.write_text(f'#!/bin/sh\necho "{name} $1" >> {log}\n')
+        hook.chmod(0o755)
+    done = cli(
+        "exec", "--lane", "a", "--", "sh", "-c", "echo x > x && git add x && git commit -qm x"
+    )
+    assert done.code == 0, done.err
+    ran = log.read_text().splitlines()
+    assert {"pre-commit ", "post-commit ", "reference-transaction prepared"} <= set(ran), ran
+    assert "reference-transaction committed" in ran and any(r.startswith("commit-msg") for r in ran)
