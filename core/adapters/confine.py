@@ -275,6 +275,14 @@ def runners() -> tuple[list[str], list[str]]:
     return outermost(masked), sorted(set(single))
 
 
+def _package() -> str:
+    """The directory laneboard itself is imported from (a checkout, for an editable install):
+    a `laneboard` run inside a sandbox imports it from there."""
+    import laneboard
+
+    return os.path.dirname(os.path.dirname(os.path.realpath(laneboard.__file__)))
+
+
 def layout(
     *,
     db: Database,
@@ -303,9 +311,9 @@ def layout(
     masked, sockets = runners()
     masked = outermost([state_real, config_real, *masked])
     kept = [real(p) for p in (os.environ.get("HOME", ""),) if p and _under_tmp(real(p))]
-    # What the environment names under /tmp stays readable: the interpreter laneboard runs with,
-    # git's global config, the directories on PATH (the tools a command runs).
-    named = [sys.prefix, sys.base_prefix, os.environ.get("GIT_CONFIG_GLOBAL", "")]
+    # What the environment names under /tmp stays readable: the interpreter laneboard runs with
+    # and laneboard itself, git's global config, the directories on PATH (the tools it runs).
+    named = [sys.prefix, sys.base_prefix, os.environ.get("GIT_CONFIG_GLOBAL", ""), _package()]
     named += os.environ.get("PATH", "").split(os.pathsep)
     kept_read_only = [real(p) for p in named if p and _under_tmp(real(p)) and os.path.exists(p)]
     admin = real(admin_dir)
@@ -343,13 +351,25 @@ def prepare(admin_dir: Path, namespace: Sequence[Path], objects: Path | None) ->
 
 
 def environment(
-    layout: Layout, env: dict[str, str], *, common_dir: Path, task_id: str | None, state: Path
+    layout: Layout,
+    env: dict[str, str],
+    *,
+    common_dir: Path,
+    task_id: str | None,
+    state: Path,
+    settled: bool = False,
 ) -> dict[str, str]:
     """`env` as the confined command gets it: git writes new objects to its own directory
     (the common store an alternate it reads), never maintains the shared repository, finds the
-    guard first; it knows its channel and its task."""
+    guard first; it knows its channel and its task. `settled`: a watcher moves its objects
+    (`taskobjects.Watcher`), and git's ref updates wait for it (`hook_dir`)."""
     out = dict(env)
-    out.update(no_maintenance(out))
+    hooks: list[tuple[str, str]] = []
+    if settled and layout.objects is not None:
+        out[USER_HOOKS_ENV] = user_hooks(Path(layout.worktree), common_dir)
+        out[SETTLE_ENV] = "1"
+        hooks.append(("core.hooksPath", str(hook_dir(state))))
+    out.update(no_maintenance(out, hooks))
     if layout.objects is not None:
         out["GIT_OBJECT_DIRECTORY"] = layout.objects
         common = os.path.join(os.path.realpath(common_dir), "objects")
@@ -365,6 +385,84 @@ def environment(
     for name in ("TMUX", "TMUX_PANE", "LANEBOARD_TMUX_SOCKET"):
         out.pop(name, None)
     return out
+
+
+USER_HOOKS_ENV = "LANEBOARD_USER_HOOKS"
+SETTLE_ENV = "LANEBOARD_SETTLE"
+HOOKS = (
+    "applypatch-msg", "pre-applypatch", "post-applypatch", "pre-commit", "pre-merge-commit",
+    "prepare-commit-msg", "commit-msg", "post-commit", "pre-rebase", "post-checkout",
+    "post-merge", "pre-push", "pre-receive", "update", "proc-receive", "post-receive",
+    "post-update", "push-to-checkout", "pre-auto-gc", "post-rewrite", "sendemail-validate",
+    "fsmonitor-watchman", "p4-changelist", "p4-prepare-changelist", "p4-post-changelist",
+    "p4-pre-submit", "post-index-change",
+)  # fmt: skip
+"""Every hook git (2.39) runs, besides `reference-transaction`: each is passed on as it is."""
+PASS_ON = """#!/bin/sh
+# laneboard: the repository's own hook, run as git would have run it.
+h="$LANEBOARD_USER_HOOKS/${0##*/}"
+[ -x "$h" ] && exec "$h" "$@"
+exit 0
+"""
+SETTLE = """#!/bin/sh
+# laneboard: a ref update of a confined task waits, in its `prepared` state, until the objects
+# its git wrote have been moved into the repository's store (by a pass of laneboard's watcher
+# that began after this hook did), so that no ref outside ever names an object not there yet.
+# Then the repository's own hook, as git would have run it.
+if [ "$1" = prepared ] && [ -n "$LANEBOARD_SETTLE" ] && [ -n "$GIT_OBJECT_DIRECTORY" ]; then
+    lines=$(cat)
+    since=$(date +%s%N)
+    : > "$GIT_OBJECT_DIRECTORY/laneboard-wake"
+    moved="$GIT_OBJECT_DIRECTORY/info/laneboard-moved"
+    i=0
+    while [ "$(cat "$moved" 2>/dev/null || echo 0)" -lt "$since" ]
+    do
+        i=$((i + 1)); [ $i -gt 1000 ] && break  # a watcher that is gone holds nothing up
+        sleep 0.01
+    done
+    h="$LANEBOARD_USER_HOOKS/reference-transaction"
+    [ -x "$h" ] && { printf '%s\n' "$lines" | "$h" "$@"; exit $?; }
+    exit 0
+fi
+h="$LANEBOARD_USER_HOOKS/reference-transaction"
+[ -x "$h" ] && exec "$h" "$@"
+exit 0
+"""
+
+
+def hook_dir(state: Path) -> Path:
+    """laneboard's hooks directory for confined git (`core.hooksPath` inside): every hook
+    passed on to the repository's own (`$LANEBOARD_USER_HOOKS`), and `reference-transaction`
+    waiting for the watcher first. Written when missing or different; lent read-only."""
+    directory = state / "hooks" / "git"
+    wanted = {name: PASS_ON for name in HOOKS} | {"reference-transaction": SETTLE}
+    for name, text in wanted.items():
+        path = directory / name
+        try:
+            if path.read_text() == text:
+                continue
+        except OSError:
+            pass
+        directory.mkdir(parents=True, exist_ok=True)
+        partial = directory / f".{name}.{os.getpid()}"
+        partial.write_text(text)
+        partial.chmod(0o755)
+        os.replace(partial, path)
+    return directory
+
+
+def user_hooks(worktree: Path, common_dir: Path) -> str:
+    """Where the repository's own hooks are: its `core.hooksPath` (relative to the worktree's
+    top, as git takes it), else the common dir's `hooks/`."""
+    done = subprocess.run(
+        ["git", "-C", str(worktree), "config", "--get", "core.hooksPath"],
+        capture_output=True,
+        check=False,
+    )
+    configured = os.fsdecode(done.stdout.strip())
+    if configured:
+        return os.path.expanduser(configured)
+    return os.path.join(os.path.realpath(common_dir), "hooks")
 
 
 def decision(mode: str, state: Path) -> tuple[Decision, Probe]:
@@ -397,24 +495,12 @@ def gaps() -> list[str]:
     return found
 
 
-def confine_command(
-    bwrap: str,
-    layout: Layout,
-    argv: list[str],
-    *,
-    cwd: str | None = None,
-    seccomp: int | None = None,
-) -> list[str]:
-    """The argv that runs `argv` in `layout`'s sandbox."""
-    return bwrap_argv(bwrap, layout, argv, cwd=cwd, seccomp_fd=seccomp)
-
-
 __all__ = [
     "CHANNEL_DIR",
     "CHANNEL_SOCKET",
     "Decision",
     "Layout",
-    "confine_command",
+    "bwrap_argv",
     "decision",
     "environment",
     "gaps",
