@@ -110,7 +110,13 @@ def test_the_panes_environment_names_the_task_and_turns_off_repository_maintenan
         env[f"GIT_CONFIG_KEY_{n}"]: env[f"GIT_CONFIG_VALUE_{n}"]
         for n in range(int(env["GIT_CONFIG_COUNT"]))
     }
-    assert pairs == {"gc.auto": "0", "maintenance.auto": "false"}
+    assert pairs == {
+        "gc.auto": "0",
+        "maintenance.auto": "false",
+        # laneboard's hooks (each passing on to the repository's own; a ref update waits
+        # until its objects are in the store)
+        "core.hooksPath": str(Path(os.environ["LANEBOARD_HOME"]) / "hooks" / "git"),
+    }
     result = subprocess.run(
         ["git", "config", "gc.auto"], cwd=repo, env=env, capture_output=True, text=True
     )
