@@ -417,8 +417,8 @@ if [ "$1" = prepared ] && [ -n "$LANEBOARD_SETTLE" ] && [ -n "$GIT_OBJECT_DIRECT
     i=0
     while [ "$(cat "$moved" 2>/dev/null || echo 0)" -lt "$since" ]
     do
-        i=$((i + 1)); [ $i -gt 1000 ] && break  # a watcher that is gone holds nothing up
-        sleep 0.01
+        i=$((i + 1)); [ $i -gt 2000 ] && break  # a watcher that is gone holds nothing up
+        sleep 0.005
     done
     h="$LANEBOARD_USER_HOOKS/reference-transaction"
     [ -x "$h" ] && { printf '%s\n' "$lines" | "$h" "$@"; exit $?; }

@@ -226,6 +226,9 @@ class Watcher:
         self._lock = threading.Lock()
         self._stop_read, self._stop_write = os.pipe()
         self._thread = threading.Thread(target=self._run, name="taskobjects", daemon=True)
+        self._after = threading.Event()
+        self._stopping = threading.Event()
+        self._follower = threading.Thread(target=self._follow, name="after", daemon=True)
 
     @property
     def started(self) -> bool:
@@ -233,6 +236,7 @@ class Watcher:
 
     def start(self) -> Watcher:
         self._thread.start()
+        self._follower.start()
         return self
 
     def move_now(self) -> Moved:
@@ -248,18 +252,34 @@ class Watcher:
                 os.replace(partial, marker)
             fresh = [n for n in done.refused or () if n not in self.refused]
             self.refused.update(fresh)
-            if self.after is not None:
-                self.after()
+        self._after.set()  # on its own thread: a ref update waits for the move, not for this
         if fresh and self.on_refused is not None:
             self.on_refused(fresh)
         return done
 
+    def _follow(self) -> None:
+        """The `after` thread: runs `after` once for each burst of passes, until stopped."""
+        while True:
+            self._after.wait()
+            self._after.clear()
+            if self.after is not None:
+                self.after()
+            if self._stopping.is_set():
+                return
+
     def stop(self) -> int:
-        """Stop watching (if it started), then move once more: nothing is left behind."""
+        """Stop watching (if it started), then move once more and run `after` a last time:
+        nothing is left behind."""
         if self.started:
             os.write(self._stop_write, b"!")
             self._thread.join(timeout=30)
         self.move_now()
+        self._stopping.set()
+        self._after.set()
+        if self._follower.ident is not None:
+            self._follower.join(timeout=60)
+        elif self.after is not None:
+            self.after()
         for fd in (self._stop_read, self._stop_write):
             os.close(fd)
         return len(self.refused)
