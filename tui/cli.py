@@ -863,6 +863,39 @@ def _board(args: argparse.Namespace) -> int:
     return 0
 
 
+RAW = frozenset({"exec", "attach", "mcp", "shell"})
+"""Commands whose output is not laneboard's text: a command's own, a terminal's, a protocol."""
+
+
+class _Printable:
+    """stdout and stderr as laneboard prints its text: a terminal control character in what an
+    agent wrote (a commit subject, a message, a file name) is shown as `?`, never obeyed by the
+    operator's terminal (an escape that sets its clipboard, clears its screen, retitles it).
+    JSON escapes them already."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return int(self.stream.write(text.translate(_CONTROLS)))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+_CONTROLS = {c: "?" for c in [*range(0, 9), *range(11, 32), 127, *range(128, 160)]}
+
+
+@contextlib.contextmanager
+def _printable() -> Any:
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Printable(sys.stdout), _Printable(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
 def _inside() -> str | None:
     from laneboard.core.service import inside
 
@@ -969,7 +1002,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             stream.reconfigure(errors="surrogateescape")
     try:
         words = sys.argv[1:] if argv is None else argv
-        fast = _exec_fast(words)
+        caller = os.environ.get(CALLER_ENV)
+        # A caller of a channel never takes the lean path: its command is parsed and checked.
+        fast = None if caller else _exec_fast(words)
         if fast is not None:
             return cmd_exec(fast)  # type: ignore[arg-type]
         from laneboard.tui.parser import build
@@ -978,8 +1013,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         channel = _inside()
         if channel is not None:
             return _through_channel(channel, args, list(words))
-        if os.environ.get(CALLER_ENV):
-            _check_caller(args, os.environ[CALLER_ENV])
+        if caller:
+            _check_caller(args, caller)
         if args.subcommand is None:
             if sys.stdin.isatty() and sys.stdout.isatty():
                 return _board(args)
@@ -987,7 +1022,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command in CHANGES and argv is None:  # not when called inside a test process
             _unwind_on_hangup()
-        return int(args.handler(args))
+        if args.command in RAW:
+            return int(args.handler(args))
+        with _printable():
+            return int(args.handler(args))
     except LaneboardError as err:
         print(f"laneboard: {err}", file=sys.stderr)
         for detail in err.details:

@@ -275,6 +275,24 @@ def runners() -> tuple[list[str], list[str]]:
     return outermost(masked), sorted(set(single))
 
 
+def trusted() -> list[str]:
+    """laneboard's install (its interpreter's prefix, its package's folder) and git's global
+    configuration files, each made (empty) when missing so that it cannot be planted."""
+    found = [os.path.realpath(sys.prefix), _package()]
+    home = os.path.expanduser("~")
+    named = os.environ.get("GIT_CONFIG_GLOBAL")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    for path in [named] if named else [os.path.join(home, ".gitconfig"), f"{xdg}/git/config"]:
+        if not os.path.lexists(path):
+            with contextlib.suppress(OSError):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "a"):
+                    pass
+        if os.path.isfile(path):
+            found.append(os.path.realpath(path))
+    return outermost(found)
+
+
 def _package() -> str:
     """The directory laneboard itself is imported from (a checkout, for an editable install):
     a `laneboard` run inside a sandbox imports it from there."""
@@ -317,7 +335,11 @@ def layout(
     named += os.environ.get("PATH", "").split(os.pathsep)
     kept_read_only = [real(p) for p in named if p and _under_tmp(real(p)) and os.path.exists(p)]
     admin = real(admin_dir)
-    sealed = [os.path.join(admin, "config.worktree")]
+    # What git outside reads to find a worktree's git dir (`.git`, `commondir`, `gitdir`) and
+    # its settings: a task that could flip them between laneboard's verification and its next
+    # git run would choose the repository (and its config) that git opens.
+    sealed = [os.path.join(admin, name) for name in ("config.worktree", "commondir", "gitdir")]
+    sealed.append(os.path.join(real(worktree), ".git"))
     sealed += [os.path.join(real(p), KEEP) for p in namespace]
     return Layout(
         worktree=real(worktree),
@@ -332,6 +354,7 @@ def layout(
         owned=tuple(real(p) for p in owned),
         kept=tuple(kept),
         kept_read_only=tuple(outermost(kept_read_only)),
+        trusted=tuple(trusted()),
         channel=real(channel) if channel is not None else None,
     )
 

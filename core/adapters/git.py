@@ -54,9 +54,23 @@ def git_env(*, read: bool, extra: dict[str, str] | None = None) -> dict[str, str
     )
     if read:
         env["GIT_OPTIONAL_LOCKS"] = "0"
+    # laneboard's own git never runs a program a repository's settings name to watch files.
+    env.update(_settings(env, (("core.fsmonitor", "false"),)))
     if extra:
         env.update(extra)
     return env
+
+
+def _settings(env: dict[str, str], wanted: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """`GIT_CONFIG_*` variables adding `wanted` after the entries `env` has."""
+    raw = env.get("GIT_CONFIG_COUNT", "")
+    count = int(raw) if raw.isdigit() else 0
+    added = {}
+    for n, (key, setting) in enumerate(wanted, start=count):
+        added[f"GIT_CONFIG_KEY_{n}"] = key
+        added[f"GIT_CONFIG_VALUE_{n}"] = setting
+    added["GIT_CONFIG_COUNT"] = str(count + len(wanted))
+    return added
 
 
 def run_git(
@@ -454,11 +468,9 @@ def worktree_list(root: Path) -> list[WorktreeEntry]:
 def create_branch(root: Path, branch: str, sha: str, message: str) -> None:
     """Create `branch` at `sha` only if it does not exist (compare-and-swap against the zero
     id), with a reflog entry carrying `message`. Never moves an existing branch."""
-    run_git(
-        ["update-ref", "--create-reflog", "-m", message, f"refs/heads/{branch}", sha, "0" * 40],
-        cwd=root,
-        read=False,
-    )
+    ref = f"refs/heads/{branch}"
+    args = ["update-ref", "--no-deref", "--create-reflog", "-m", message, ref, sha, "0" * 40]
+    run_git(args, cwd=root, read=False)
 
 
 def worktree_add(root: Path, path: Path, branch: str, lock_reason: str) -> None:
@@ -493,11 +505,17 @@ def worktree_remove(root: Path, path: Path, *, force: bool, unlock: bool = False
 
 
 def delete_ref_if(root: Path, refname: str, expected_sha: str) -> bool:
-    """Delete `refname` only if it still points at `expected_sha` (compare-and-swap).
+    """Delete `refname` itself, never what it may point to (a task can make its branch a
+    symbolic ref to `main`), only if it still points at `expected_sha` (compare-and-swap).
 
     Returns False, deleting nothing, when the ref moved or is gone.
     """
-    result = run_git(["update-ref", "-d", refname, expected_sha], cwd=root, read=False, check=False)
+    result = run_git(
+        ["update-ref", "--no-deref", "-d", refname, expected_sha],
+        cwd=root,
+        read=False,
+        check=False,
+    )
     return result.returncode == 0
 
 

@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from laneboard.core.adapters.git import first_line, git_env, run_git
@@ -119,7 +120,7 @@ def update_ref(root: Path, ref: str, new: str, old: str, message: str) -> str | 
     """Move `ref` from `old` to `new` (`old` all zeros: create it) only if it is at `old` now,
     atomically (git's compare-and-swap). None when it moved; else git's reason, and nothing
     changed (the ref was not at `old`, or it is locked)."""
-    found = _git(["update-ref", "-m", message, ref, new, old], root, check=False)
+    found = _git(["update-ref", "--no-deref", "-m", message, ref, new, old], root, check=False)
     return None if found.returncode == 0 else first_line(found.stderr)
 
 
@@ -163,11 +164,17 @@ def _in_the_way(root: Path, old: str, new: str) -> list[str]:
     return sorted(set(found))
 
 
-def fast_forward(root: Path, old: str, new: str) -> str | None:
+def fast_forward(
+    root: Path,
+    old: str,
+    new: str,
+    merge: Callable[[list[str]], subprocess.CompletedProcess[bytes]] | None = None,
+) -> str | None:
     """Fast-forward the branch checked out at `root` (the repository's root, or a task's
     worktree) from `old` to `new` (`merge --ff-only`, which updates index and files with the
     ref). None on success, else git's reason; nothing moved then (git checks before it
-    writes)."""
+    writes). `merge` runs git's merge instead of running it here (in a task's sandbox: git
+    moves whatever the worktree's HEAD names, and a task can rewrite its HEAD)."""
     head = run_git(["rev-parse", "HEAD"], cwd=root, check=False).stdout.decode().strip()
     if head != old:
         return f"HEAD there is {head[:12]}, not {old[:12]}"
@@ -178,11 +185,8 @@ def fast_forward(root: Path, old: str, new: str) -> str | None:
             "files there that git does not track would be overwritten (git replaces ignored "
             f"files without asking): {', '.join(in_the_way[:5])}{more}"
         )
-    found = _git(
-        ["merge", "--ff-only", "--no-stat", "--no-edit", "--no-autostash", new],
-        root,
-        check=False,
-    )
+    args = ["merge", "--ff-only", "--no-stat", "--no-edit", "--no-autostash", new]
+    found = _git(args, root, check=False) if merge is None else merge(args)
     if found.returncode == 0:
         return None
     said = found.stderr or found.stdout

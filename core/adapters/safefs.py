@@ -199,3 +199,48 @@ class Below:
             return False
         os.unlink(parts[-1], dir_fd=parent)
         return True
+
+
+# --- reading what an untrusted process owns ---------------------------------------------------
+
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def open_dir(name: str | Path, dir_fd: int | None = None) -> int | None:
+    """A descriptor of directory `name` (relative to `dir_fd`), never through a link; None when
+    it is not a directory there."""
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None
+
+
+def open_regular(name: str | Path, dir_fd: int | None = None) -> int | None:
+    """A descriptor of the regular file `name` (relative to `dir_fd`), never through a link and
+    never blocking on a FIFO or a device; None when it is anything else."""
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    os.set_blocking(fd, True)
+    return fd
+
+
+def read_regular(name: str | Path, limit: int, dir_fd: int | None = None) -> bytes | None:
+    """The bytes of the regular file `name` (see `open_regular`) when it holds at most `limit`
+    bytes; None otherwise."""
+    fd = open_regular(name, dir_fd)
+    if fd is None:
+        return None
+    try:
+        if os.fstat(fd).st_size > limit:
+            return None
+        data = b""
+        while len(data) <= limit and (chunk := os.read(fd, limit + 1 - len(data))):
+            data += chunk
+        return data if len(data) <= limit else None
+    finally:
+        os.close(fd)

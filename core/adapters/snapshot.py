@@ -369,7 +369,7 @@ def _save(
     index_commit = str(repo.create_commit(None, signature, signature, "index", index_tree, [head]))
     parents = [head, index_commit, tip or head, *extras]  # positions matter: `read` relies on them
     sha = str(repo.create_commit(None, signature, signature, message, work_tree, parents))
-    _git(root, "update-ref", ref, sha, ZERO)
+    _git(root, "update-ref", "--no-deref", ref, sha, ZERO)
     return Snapshot(ref, sha, head, index_commit, tip, work_tree, index_tree, extras)
 
 

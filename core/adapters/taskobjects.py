@@ -28,19 +28,23 @@ import ctypes.util
 import errno
 import hashlib
 import os
+import re
+import secrets
 import select
 import struct
 import subprocess
 import threading
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from laneboard.core.adapters import safefs
 from laneboard.core.domain.values import value
 
 ORDER = {b"blob": 0, b"tree": 1, b"tag": 2, b"commit": 3}
 """The order objects found together are placed in: what others name first."""
+_HEX = re.compile(r"[0-9a-f]+")
 MAX_LOOSE = 512 * 1024 * 1024
 """A loose object larger than this (inflated) is left where it is (and counted refused)."""
 
@@ -73,13 +77,8 @@ def _hash_name(common_objects: Path) -> str:
     return "sha256" if "objectformat = sha256" in text.replace("\t", " ") else "sha1"
 
 
-def _verified(path: Path, name: str, algorithm: str) -> tuple[bytes, bytes] | None:
-    """The file's bytes and its object's type when its content hashes to `name`; None
-    otherwise."""
-    try:
-        raw = path.read_bytes()
-    except OSError:
-        return None
+def _verified(raw: bytes, name: str, algorithm: str) -> bytes | None:
+    """The object's type when the loose object bytes `raw` hash to `name`; None otherwise."""
     inflater = zlib.decompressobj()
     try:
         content = inflater.decompress(raw, MAX_LOOSE + 64)
@@ -95,7 +94,7 @@ def _verified(path: Path, name: str, algorithm: str) -> tuple[bytes, bytes] | No
         return None
     if hashlib.new(algorithm, content).hexdigest() != name:
         return None
-    return raw, kind
+    return kind
 
 
 def _place(raw: bytes, target: Path) -> bool:
@@ -119,76 +118,114 @@ def _place(raw: bytes, target: Path) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def _opened(path: str | Path, dir_fd: int | None = None) -> Iterator[int | None]:
+    """A directory of the task's, opened without following a link (None when it is not a
+    real directory): everything in it is the task's to plant."""
+    fd = safefs.open_dir(path, dir_fd)
+    try:
+        yield fd
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
 def move(objects_dir: Path, common_objects: Path, seen: set[str] | None = None) -> Moved:
     """Move every object of `objects_dir` (a task's object directory) that the common store
     lacks into it, verified (see the module). `seen` (kept by a caller that moves again and
-    again) skips what was judged before."""
+    again) skips what was judged before. Nothing there is followed: a link, a FIFO or a device
+    where an object or a directory should be is passed over."""
     done = Moved()
     algorithm = _hash_name(common_objects)
     width = 40 if algorithm == "sha1" else 64
     known = seen if seen is not None else set()
-    try:
-        fans = [f for f in os.listdir(objects_dir) if len(f) == 2]
-    except OSError:
-        return done
     found: list[tuple[int, str, bytes]] = []
-    for fan in fans:
-        try:
-            names = os.listdir(objects_dir / fan)
-        except OSError:
-            continue
-        for rest in names:
-            name = fan + rest
-            if len(name) != width or name in known:
-                continue
-            if (common_objects / fan / rest).exists():
-                known.add(name)
-                continue
-            judged = _verified(objects_dir / fan / rest, name, algorithm)
-            if judged is None:
-                assert done.refused is not None
-                done.refused.append(name)
-                continue
-            raw, kind = judged
-            found.append((ORDER.get(kind, 0), name, raw))
-    # What a commit names is in the store before the commit is: a commit found there has its
-    # trees and blobs (the refs hook waits for the commit alone).
-    for _order, name, raw in sorted(found):
-        if _place(raw, common_objects / name[:2] / name[2:]):
-            done.objects += 1
-        known.add(name)
-    done.packs = _move_packs(objects_dir / "pack", common_objects, known)
+    with _opened(objects_dir) as top:
+        if top is None:
+            return done
+        for fan in [f for f in os.listdir(top) if len(f) == 2]:
+            with _opened(fan, top) as fan_fd:
+                if fan_fd is None:
+                    continue
+                for rest in os.listdir(fan_fd):
+                    name = fan + rest
+                    if len(name) != width or name in known or not _HEX.fullmatch(name):
+                        continue
+                    if (common_objects / fan / rest).exists():
+                        known.add(name)
+                        continue
+                    raw = safefs.read_regular(rest, MAX_LOOSE, fan_fd)
+                    kind = None if raw is None else _verified(raw, name, algorithm)
+                    if raw is None or kind is None:
+                        assert done.refused is not None
+                        done.refused.append(name)
+                        continue
+                    found.append((ORDER.get(kind, 0), name, raw))
+        # What a commit names is in the store before the commit is: a commit found there
+        # has its trees and blobs.
+        for _order, name, raw in sorted(found):
+            if _place(raw, common_objects / name[:2] / name[2:]):
+                done.objects += 1
+            known.add(name)
+        with _opened("pack", top) as packs:
+            if packs is not None:
+                done.packs = _move_packs(packs, common_objects, known)
     return done
 
 
-def _move_packs(packs: Path, common_objects: Path, known: set[str]) -> int:
-    """Index each pack of the task's directory again in the common store (`git index-pack` names
-    every object by its content and writes a fresh index)."""
+def _move_packs(packs: int, common_objects: Path, known: set[str]) -> int:
+    """Index each pack of the task's directory (`packs`, a directory descriptor) again in the
+    common store (`git index-pack` names every object by its content and writes a fresh
+    index). A pack is read only when it is a regular file."""
     moved = 0
-    try:
-        names = sorted(n for n in os.listdir(packs) if n.endswith(".pack"))
-    except OSError:
-        return 0
-    for name in names:
+    for name in sorted(n for n in os.listdir(packs) if n.endswith(".pack")):
+        fd = safefs.open_regular(name, packs)
+        if fd is None:
+            continue
         try:
-            info = (packs / name).stat()
-        except OSError:
-            continue
-        key = f"pack:{name}:{info.st_size}:{info.st_mtime_ns}"
-        if key in known:
-            continue
-        with open(packs / name, "rb") as source:
+            info = os.fstat(fd)
+            key = f"pack:{name}:{info.st_size}:{info.st_mtime_ns}"
+            if key in known:
+                continue
             done = subprocess.run(
                 ["git", "index-pack", "--stdin", "--fix-thin"],
-                stdin=source,
+                stdin=fd,
                 capture_output=True,
                 check=False,
                 env={**os.environ, "GIT_DIR": str(common_objects.parent)},
             )
+        finally:
+            os.close(fd)
         if done.returncode == 0:
             moved += 1
             known.add(key)
     return moved
+
+
+def _mark(objects_dir: Path, began: int) -> None:
+    """`info/laneboard-moved` := `began`, written through directory descriptors that follow no
+    link (the task owns `info/`: a link there must not turn this write into one elsewhere)."""
+    with _opened(objects_dir) as top:
+        if top is None:
+            return
+        with _opened("info", top) as info:
+            if info is None:
+                return
+            partial = f".laneboard-moved.{os.getpid()}.{secrets.token_hex(4)}"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:
+                fd = os.open(partial, flags, 0o644, dir_fd=info)
+            except OSError:
+                return
+            try:
+                os.write(fd, str(began).encode())
+            finally:
+                os.close(fd)
+            try:
+                os.replace(partial, "laneboard-moved", src_dir_fd=info, dst_dir_fd=info)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.unlink(partial, dir_fd=info)
 
 
 # --- watching -------------------------------------------------------------------------------
@@ -245,11 +282,7 @@ class Watcher:
         with self._lock:
             began = time.time_ns()
             done = move(self.objects_dir, self.common_objects, self.seen)
-            with contextlib.suppress(OSError):
-                marker = self.objects_dir / "info" / "laneboard-moved"
-                partial = marker.with_name(f".laneboard-moved.{os.getpid()}")
-                partial.write_text(str(began))
-                os.replace(partial, marker)
+            _mark(self.objects_dir, began)
             fresh = [n for n in done.refused or () if n not in self.refused]
             self.refused.update(fresh)
         self._after.set()  # on its own thread: a ref update waits for the move, not for this
@@ -355,16 +388,14 @@ class _Inotify:
 
 def pending(objects_dir: Path, common_objects: Path) -> int:
     """How many loose objects of a task's directory the common store does not have yet (names
-    only, nothing read: for a report)."""
+    only, nothing read, no link followed: for a report)."""
     count = 0
-    try:
-        fans = [f for f in os.listdir(objects_dir) if len(f) == 2]
-    except OSError:
-        return 0
-    for fan in fans:
-        try:
-            names = os.listdir(objects_dir / fan)
-        except OSError:
-            continue
-        count += sum(1 for rest in names if not (common_objects / fan / rest).exists())
+    with _opened(objects_dir) as top:
+        if top is None:
+            return 0
+        for fan in [f for f in os.listdir(top) if len(f) == 2]:
+            with _opened(fan, top) as fan_fd:
+                if fan_fd is not None:
+                    names = os.listdir(fan_fd)
+                    count += sum(1 for n in names if not (common_objects / fan / n).exists())
     return count

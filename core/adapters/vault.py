@@ -21,6 +21,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from laneboard.core.adapters import safefs
 from laneboard.core.domain.errors import LaneboardError
 
 UPLOAD = "git -c uploadpack.allowAnySHA1InWant=true upload-pack"
@@ -112,24 +113,22 @@ def keep_tips(vault: Path, source: Path, task_id: str, tips: set[str]) -> int:
 
 def task_tips(common_dir: Path, namespace: list[Path], admin_dir: Path) -> set[str]:
     """The commits a task's own loose refs and detached HEAD name, read from their files (no
-    git process; a packed ref is the repository's, kept already)."""
+    git process; a packed ref is the repository's, kept already). The task owns these files:
+    no link is followed, nothing but a small regular file is read."""
     found: set[str] = set()
     for top in namespace:
         for directory, _, names in os.walk(top):
             for name in names:
-                if name.startswith("."):
-                    continue
-                found.add(_object_id(Path(directory) / name))
+                if not name.startswith("."):
+                    found.add(_object_id(Path(directory) / name))
     found.add(_object_id(admin_dir / "HEAD"))
     found.discard("")
     return found
 
 
 def _object_id(path: Path) -> str:
-    try:
-        text = path.read_text(errors="replace").strip()
-    except OSError:
-        return ""
+    raw = safefs.read_regular(path, 128)
+    text = (raw or b"").decode(errors="replace").strip()
     return text if len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text) else ""
 
 

@@ -13,6 +13,7 @@ import os
 import stat
 from pathlib import Path
 
+from laneboard.core.adapters import safefs
 from laneboard.core.domain.identity import Identity
 from laneboard.core.domain.verdict import Reason, Verdict
 
@@ -25,18 +26,9 @@ def _reject(reason: Reason, detail: str) -> Verdict:
 
 
 def _read_small(path: Path) -> bytes | None:
-    """The content of a small regular file (not following a symlink), or None."""
-    try:
-        info = path.lstat()
-    except OSError:
-        return None
-    if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_GITFILE_BYTES:
-        return None
-    try:
-        with path.open("rb") as handle:
-            return handle.read(MAX_GITFILE_BYTES + 1)
-    except OSError:
-        return None
+    """The content of a small regular file (not following a symlink, never blocking on a FIFO
+    swapped in after a look), or None."""
+    return safefs.read_regular(path, MAX_GITFILE_BYTES)
 
 
 def _strip_eol(raw: bytes) -> bytes:

@@ -145,6 +145,12 @@ class Layout:
     kept: tuple[str, ...] = ()
     """Paths under `/tmp` the sandbox needs writable (a home there): bound into its private
     `/tmp` first, so the read-only mounts still cover what lies below them."""
+    trusted: tuple[str, ...] = ()
+    """What laneboard runs outside, or reads to decide how it runs git, kept read-only inside
+    wherever it lies (a home is writable): laneboard's own install and interpreter, and git's
+    global configuration (`~/.gitconfig`, `~/.config/git/config`: `core.fsmonitor` there would
+    run a program in every git, yours and laneboard's). Mounted before everything else of the
+    repositories, so a task's worktree inside them is still its own."""
     kept_read_only: tuple[str, ...] = ()
     """Paths under `/tmp` it needs to read (the interpreter laneboard runs with, git's global
     config, the directories on PATH); mounted before everything laneboard masks, so a mask
@@ -184,6 +190,8 @@ def mounts(layout: Layout) -> list[Mount]:
         found.append(Mount("--bind-try", path, path, "a home under /tmp"))
     for path in layout.kept_read_only:
         found.append(Mount("--ro-bind-try", path, path, "the tools it runs, under /tmp"))
+    for path in layout.trusted:
+        found.append(Mount("--ro-bind-try", path, path, "what laneboard and git outside trust"))
     for path in layout.repos:
         found.append(Mount("--ro-bind-try", path, path, "a repository's files and git metadata"))
     found.append(Mount("--bind-try", layout.worktree, layout.worktree, "its own worktree"))

@@ -5,12 +5,13 @@ the sandbox's paths, made ready. A shared step: it imports no operation.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 from laneboard.core.adapters import confine, taskobjects, vault
 from laneboard.core.adapters.config import config_dir, state_dir
 from laneboard.core.adapters.db import Database
-from laneboard.core.adapters.git import run_git
+from laneboard.core.adapters.git import git_env, run_git
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.domain.confine import Decision, Layout
 from laneboard.core.domain.errors import GitError, LaneboardError
@@ -162,3 +163,39 @@ def settle(common_dir: Path, task_id: str) -> None:
     commits or index outside its sandbox (its warden does this as they appear; this covers a
     warden that was killed). Nothing new: nothing done."""
     taskobjects.move(taskobjects.directory(state_dir(), task_id), common_dir / "objects")
+
+
+def git_in_task(
+    mode: str, db: Database, common_dir: Path, repo_id: int, task: Task, args: list[str]
+) -> subprocess.CompletedProcess[bytes]:
+    """`git ARGS` run for laneboard in `task`'s worktree, inside the task's sandbox when the
+    policy confines it: a git command that works through the worktree's HEAD and admin dir
+    (a rebase), which the task itself may rewrite while it runs, then reaches only what the
+    task could (its own branches), whatever they say. Its new objects are moved into the store
+    before it returns. Unconfined (policy off, no bwrap): run outside, as the task would be."""
+    box = for_task(mode, db, common_dir, task, None)
+    worktree = task.worktree_path
+    if box.layout is None or box.bwrap is None:
+        return run_git(args, cwd=worktree, read=False, check=False)
+    state = state_dir()
+    env = confine.environment(
+        box.layout, git_env(read=False), common_dir=common_dir, task_id=task.id, state=state,
+        settled=True,
+    )  # fmt: skip
+    watch = watcher(box, common_dir, repo_id, task.id).start()
+    try:
+        with confine.seccomp_fd() as fd:
+            argv = confine.bwrap_argv(
+                box.bwrap, box.layout, ["git", *args], cwd=worktree, seccomp_fd=fd
+            )
+            return subprocess.run(
+                argv,
+                cwd=worktree,
+                env=env,
+                capture_output=True,
+                check=False,
+                stdin=subprocess.DEVNULL,
+                pass_fds=() if fd is None else (fd,),
+            )
+    finally:
+        watch.stop()

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from laneboard.core.adapters import faults, locks, procs, snapshot, vault
+from laneboard.core.adapters import faults, locks, procs, safefs, snapshot, vault
 from laneboard.core.adapters.git import (
     delete_ref_if,
     index_listing,
@@ -567,12 +567,13 @@ class Discard:
 def _index_tree(root: Path, admin: Path) -> str | None:
     """The tree of the index a missing worktree's admin dir still holds (read from a copy, so
     the admin dir is not written), or None."""
-    index = admin / "index"
-    if not index.is_file():
+    fd = safefs.open_regular(admin / "index")  # the task's file: no link, no FIFO
+    if fd is None:
         return None
     with tempfile.TemporaryDirectory(prefix="laneboard-index-") as tmp:
         copy = Path(tmp) / "index"
-        shutil.copyfile(index, copy)
+        with os.fdopen(fd, "rb") as source, open(copy, "wb") as target:
+            shutil.copyfileobj(source, target)
         result = run_git(
             ["write-tree"], cwd=root, read=False, check=False, env={"GIT_INDEX_FILE": str(copy)}
         )

@@ -14,7 +14,7 @@ import os
 import stat
 from pathlib import Path
 
-from laneboard.core.adapters import procs
+from laneboard.core.adapters import procs, safefs
 from laneboard.core.adapters.git import (
     IndexListing,
     StatusFacts,
@@ -202,10 +202,10 @@ def _gone(
 
 def admin_head(ctx: RepoContext, admin: Path) -> str | None:
     """The commit an admin dir's HEAD names (a branch's tip, or a detached commit)."""
-    try:
-        content = (admin / "HEAD").read_text(errors="surrogateescape").strip()
-    except OSError:
+    raw = safefs.read_regular(admin / "HEAD", 4096)  # the task's file: no link, no FIFO
+    if raw is None:
         return None
+    content = raw.decode(errors="surrogateescape").strip()
     if content.startswith("ref: "):
         return ctx.git.ref_target(content[5:])
     return content if ctx.git.has_commit(content) else None
@@ -300,10 +300,8 @@ def _module_repositories(admin: Path) -> list[str]:
 
 
 def _read_lock(admin: Path) -> str | None:
-    try:
-        return (admin / "locked").read_text(errors="replace").strip()
-    except FileNotFoundError:
-        return None
+    raw = safefs.read_regular(admin / "locked", 65536)
+    return None if raw is None else raw.decode(errors="replace").strip()
 
 
 def _initialized_submodules(worktree: Path, index: IndexListing) -> list[str]:

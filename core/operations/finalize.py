@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -507,7 +508,22 @@ class Integration:
             except LaneboardError as err:
                 raise Stopped(str(err)) from None
             if checkout is not None:
-                problem = fast_forward(Path(checkout), old, new)
+                owner = _owning_task(self.ctx, self.ledger, target, checkout)
+                merge = None
+                if owner is not None:  # a task's checkout: git runs in its sandbox
+
+                    def merge(args: list[str]) -> subprocess.CompletedProcess[bytes]:
+                        assert owner is not None
+                        return confinement.git_in_task(
+                            self.ctx.settings.confine.mode,
+                            self.ledger.database,
+                            self.ctx.common_dir,
+                            self.ctx.repo.id,
+                            owner,
+                            args,
+                        )
+
+                problem = fast_forward(Path(checkout), old, new, merge)
                 if problem is None:
                     return True
                 self.ctx.git.refresh()

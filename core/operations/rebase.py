@@ -67,7 +67,16 @@ def rebase(
         update_ref(ctx.root, kept, old, ZERO, f"laneboard: before rebase of {task.id}")
         vault.keep_ref(ctx.repo.id, ctx.common_dir, old, kept)
         ledger.append_event(task.id, ctx.repo.id, "rebase.kept", actor, {"ref": kept, "sha": old})
-        done = run_git([*NO_HOOKS, *argv[1:]], cwd=worktree, read=False, check=False)
+        # In the task's sandbox: git works through the worktree's HEAD and admin dir, which the
+        # task may rewrite meanwhile; there, nothing but its own branches can move.
+        done = confinement.git_in_task(
+            ctx.settings.confine.mode,
+            ledger.database,
+            ctx.common_dir,
+            ctx.repo.id,
+            task,
+            [*NO_HOOKS, *argv[1:]],
+        )
         in_progress = admin is not None and operations_in(admin)
         if done.returncode != 0 and not in_progress:
             raise LaneboardError(f"{task.name}: git rebase refused: {first_line(done.stderr)}")
