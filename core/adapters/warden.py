@@ -15,21 +15,26 @@ there is ever imported here). It
 
 Signals: SIGTERM and SIGINT reach the agent from the pane's process group; the warden outlives
 them (a handler that does nothing) so the agent has its whole grace to quit and the status is
-recorded. A hang-up (the pane killed, the server gone) ends the warden, and with it the
-sandbox (`--die-with-parent`): every process in it, `setsid` daemons included.
+recorded. A hang-up (the pane killed, the server gone) ends the sandbox and then the warden:
+the warden kills every process of its session until none is left (the sandbox's PID
+namespace init among them, so `setsid` daemons inside end with it). `--die-with-parent` alone
+is not enough: a bwrap child that forks while its parent dies can miss the parent-death
+signal and run on orphaned.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from laneboard.core.adapters import channel, confine, taskobjects, vault
+from laneboard.core.adapters import channel, confine, procs, taskobjects, vault
 from laneboard.core.domain.confine import Layout
 
 MODULE = "laneboard.core.adapters.warden"
@@ -47,6 +52,7 @@ def main(raw: str) -> int:
     plan = json.loads(raw)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: None)
+    signal.signal(signal.SIGHUP, _hang_up)
     fields: dict[str, Any] = {
         k: tuple(v) if isinstance(v, list) else v for k, v in plan["layout"].items()
     }
@@ -90,6 +96,9 @@ def main(raw: str) -> int:
             )
             code = proc.wait()
             code = code if code >= 0 else 128 - code
+    except SystemExit as hung:  # the hang-up (`_hang_up`)
+        code = int(hung.code or 0)
+        raise
     finally:
         watcher.stop()
         server.close()
@@ -101,6 +110,21 @@ def main(raw: str) -> int:
         except OSError:
             pass
     return code
+
+
+def _hang_up(*_: object) -> None:
+    """The pane is gone: kill the rest of this session (again and again, a process forking
+    as its parent dies is found on the next pass), then end with 128 + SIGHUP, recorded."""
+    me, session = os.getpid(), os.getsid(0)
+    for _ in range(500):
+        others = [pid for pid in procs.members(sid=session) if pid != me]
+        if not others:
+            break
+        for pid in others:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.01)
+    raise SystemExit(128 + signal.SIGHUP)
 
 
 def _event_stream() -> subprocess.Popen[bytes] | None:

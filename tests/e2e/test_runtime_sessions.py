@@ -169,6 +169,17 @@ def test_an_agent_that_quits_leaves_no_helper_behind(repo: Path, cli, agents, se
     assert _session_members(session) == []
 
 
+def _described(pids: list[int]) -> str:
+    """Each process's id and command line, for a failure's message."""
+    lines = []
+    for pid in pids:
+        try:
+            lines.append(f"{pid}: {Path(f'/proc/{pid}/cmdline').read_bytes()!r}")
+        except OSError:
+            lines.append(f"{pid}: gone")
+    return "; ".join(lines) or "none left"
+
+
 def _pane_paths(server) -> dict[str, str]:
     lines = server.cmd("list-panes", "-a", "-F", "#{window_name}\t#{pane_current_path}").stdout
     return dict(line.split("\t", 1) for line in lines)
@@ -471,7 +482,14 @@ def test_a_killed_pane_or_server_leaves_no_agent_running(
         "the warden, bwrap, bwrap's init (the sandbox's PID namespace) and the agent",
     )
     server.cmd(*(["kill-pane", "-t", pane] if how == "kill-pane" else ["kill-server"]))
-    eventually(lambda: _session_members(session) == [], "the hang-up reaching the agent")
+    eventually(
+        lambda: _session_members(session) == [],
+        "the hang-up reaching the agent",
+        on_fail=lambda: _described(_session_members(session)),
+    )
+    events = Path(os.environ["LANEBOARD_HOME"]) / "events" / f"{show(cli, 't')['id']}.log"
+    last = eventually(lambda: events.read_text().splitlines()[-1:], "the warden's record")
+    assert last == ["exited\t-\t129"]  # the warden saw the hang-up and ended its session
 
 
 def test_finalize_refuses_a_running_agent_and_rebase_waits_for_an_idle_one(
