@@ -112,11 +112,12 @@ def main(raw: str) -> int:
     return code
 
 
-def _hang_up(*_: object) -> None:
+def _hang_up(*_: Any) -> None:
     """The pane is gone: kill the rest of this session (again and again, a process forking
     as its parent dies is found on the next pass), then end with 128 + SIGHUP, recorded."""
-    me, session = os.getpid(), os.getsid(0)
-    for _ in range(500):
+    me = os.getpid()
+    session = os.getsid(0)
+    for _attempt in range(500):
         others = [pid for pid in procs.members(sid=session) if pid != me]
         if not others:
             break
