@@ -168,6 +168,11 @@ class Server:
                 link.answer(refused=str(err))
             except (OSError, ValueError) as err:
                 link.answer(refused=f"the channel failed: {err}")
+            finally:
+                # The answer is the end: the caller sees it closed, and a thread still
+                # reading from it (`_listen`) wakes (a plain close would leave both waiting).
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
 
     def _run(self, link: Connection, asked: Request, peer: int) -> None:
         env = dict(self.env)

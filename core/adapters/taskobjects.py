@@ -31,6 +31,7 @@ import os
 import re
 import secrets
 import select
+import stat
 import struct
 import subprocess
 import threading
@@ -204,10 +205,15 @@ def _move_packs(packs: int, common_objects: Path, known: set[str]) -> int:
 
 def _mark(objects_dir: Path, began: int) -> None:
     """`info/laneboard-moved` := `began`, written through directory descriptors that follow no
-    link (the task owns `info/`: a link there must not turn this write into one elsewhere)."""
+    link (the task owns `info/`: a link there must not turn this write into one elsewhere; it
+    is replaced by a directory, so that the task's own ref updates need not wait in vain)."""
     with _opened(objects_dir) as top:
         if top is None:
             return
+        with contextlib.suppress(OSError):
+            if not stat.S_ISDIR(os.stat("info", dir_fd=top, follow_symlinks=False).st_mode):
+                os.unlink("info", dir_fd=top)  # the link itself, not what it names
+                os.mkdir("info", 0o755, dir_fd=top)
         with _opened("info", top) as info:
             if info is None:
                 return

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from laneboard.core.adapters import history, vault
+from laneboard.core.adapters import history, safefs, vault
 from laneboard.core.adapters.git import first_line, run_git
 from laneboard.core.adapters.integrate import NO_HOOKS, REBASE_OPTIONS, ZERO, identity, update_ref
 from laneboard.core.adapters.ledger import Ledger
@@ -58,6 +58,12 @@ def rebase(
         busy = operations_in(admin) if admin is not None else []
         if busy:
             raise LaneboardError(f"{task.name}: a {busy[0]} is in progress in {worktree}")
+        on = checked_out(admin)
+        if on != f"refs/heads/{task.branch}":
+            raise LaneboardError(
+                f"{task.name}: its checkout is on {on or 'no branch'}, not {task.branch} (git "
+                f"rebases what is checked out); `git switch {task.branch}` in {worktree} first"
+            )
         old = ctx.git.branch_tip(task.branch)
         if old is None:
             raise LaneboardError(f"{task.name}: branch {task.branch} is gone")
@@ -92,7 +98,12 @@ def rebase(
                 actor,
                 {"onto": onto, "old": old, "kept": kept, "files": list(files)},
             )
-            return ledger.task(task.id), files or ("(see git status)",)
+            if not files:
+                raise LaneboardError(
+                    f"{task.name}: the rebase stopped ({first_line(done.stderr)}); see `git "
+                    f"status` in {worktree}: `git rebase --abort` there puts it back"
+                )
+            return ledger.task(task.id), files
     ctx.git.refresh()
     new = ctx.git.branch_tip(task.branch)
     ledger.append_event(
@@ -103,6 +114,15 @@ def rebase(
         {"onto": onto, "old": old, "new": new, "kept": kept},
     )
     return ledger.task(task.id), ()
+
+
+def checked_out(admin: Path | None) -> str | None:
+    """The ref a worktree's HEAD names (`refs/heads/...`), read without following a link;
+    None when HEAD is detached, missing or not a plain file."""
+    raw = None if admin is None else safefs.read_regular(admin / "HEAD", 4096)
+    if raw is None or not raw.startswith(b"ref: "):
+        return None
+    return raw[5:].strip().decode(errors="replace")
 
 
 def refuse_merges(ctx: RepoContext, task: Task, onto: str, tip: str) -> None:

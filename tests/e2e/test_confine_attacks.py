@@ -276,8 +276,8 @@ def test_the_channel_refuses_bad_input_with_one_line_and_stays_up(
     repo: Path, cli, arena, tmp_path
 ) -> None:  # type: ignore[no-untyped-def]
     """Garbage, a frame too long, a request cut short, a request that is not JSON, an unknown
-    request, a lease for another lane: each gets one refusal and the connection closes; the
-    next good request is still served."""
+    request, a lease for another lane, `exec` asked to run outside: each gets one refusal and
+    the connection closes; the next good request is still served."""
     home = Path(os.environ["HOME"])
     probe = home / "probe.py"
     probe.write_text(PROBE)
@@ -291,6 +291,8 @@ def test_the_channel_refuses_bad_input_with_one_line_and_stays_up(
     assert "unknown request" in lines["unknown"], lines
     assert "not a's" in lines["other-lane"], lines
     assert lines["whoami"].startswith('{"task"'), lines
+    assert lines["exec-root"].startswith('{"exit": 1}'), lines  # exec runs inside, never outside
+    assert "it is not run outside" in lines["exec-root"], lines
 
 
 PROBE = r"""
@@ -314,9 +316,15 @@ def talk(name, data):
     if len(got) < 5:
         print(f"{name}: nothing")
         return
-    body = json.loads(got[5:5 + struct.unpack(">I", got[1:5])[0]])
+    err = b""
+    while got:  # a command's output (O, E frames), then one JSON frame
+        size = struct.unpack(">I", got[1:5])[0]
+        kind, payload, got = got[:1], got[5:5 + size], got[5 + size:]
+        if kind == b"E":
+            err += payload
+    body = json.loads(payload)
     said = f"refused: {body['refused']}" if "refused" in body else json.dumps(body)
-    print(f"{name}: {said}")
+    print(f"{name}: {said} {err.decode().strip()}".rstrip())
 def frame(kind, payload):
     return kind + struct.pack(">I", len(payload)) + payload
 talk("garbage", b"GET / HTTP/1.0\r\n\r\n")
@@ -326,6 +334,8 @@ talk("not-json", frame(b"J", b"{not json"))
 talk("unknown", frame(b"J", json.dumps({"op": "shell", "argv": ["sh"]}).encode()))
 talk("other-lane", frame(b"J", json.dumps({"op": "lease", "lane": "b", "argv": ["true"]}).encode()))
 talk("whoami", frame(b"J", json.dumps({"op": "whoami"}).encode()))
+root = {"op": "run", "argv": ["exec", "--root", "--", "true"]}
+talk("exec-root", frame(b"J", json.dumps(root).encode()))
 """
 
 
@@ -420,3 +430,93 @@ true
             subprocess.run(["tmux", *where, "kill-server"], env=env, check=False)
         for listener in listeners:
             listener.close()
+
+
+def plants(facts: dict[str, str]) -> str:
+    """What a task can leave in what it owns for laneboard's own work outside to trip on (found
+    by a hostile review): a symbolic ref in its namespace naming `main`, its HEAD on a sibling's
+    branch, a FIFO where a pack goes, its objects' `info` a link into the root checkout, a
+    rewritten `.git` file or admin dir, a fsmonitor in git's global config, escapes in what
+    laneboard prints."""
+    f = {k: shlex.quote(v) for k, v in facts.items()}
+    esc = "\\033]0;pwned\\007\\033[2J"
+    return f"""
+try() {{ name=$1; shift; if ( eval "$@" ) >/dev/null 2>&1; then echo "$name: succeeded";
+        else echo "$name: refused"; fi; }}
+try symref "git symbolic-ref refs/heads/lb/a/evil refs/heads/main"
+try message "{LANEBOARD} signal --message \\"$(printf '{esc}message')\\""
+try fifo-pack "mkfifo \\"$GIT_OBJECT_DIRECTORY/pack/pack-0.pack\\""
+try marker-link "rm -rf \\"$GIT_OBJECT_DIRECTORY/info\\" && \\
+    ln -s {f["root"]} \\"$GIT_OBJECT_DIRECTORY/info\\""
+try after-link "echo more > more.txt && git add more.txt && git commit -q -m more"
+try escapes "git commit -q --allow-empty -m \\"$(printf '{esc}subject')\\""
+try global-config "printf '[core]\\\\n\\\\tfsmonitor = touch {f["root"]}/pwned-global\\\\n' \\
+    >> \\"$GIT_CONFIG_GLOBAL\\""
+try dot-git "echo 'gitdir: {f["sibling_admin"]}' > .git"
+try commondir "echo {f["other"]}/.git > {f["admin"]}/commondir"
+try gitdir "echo {f["other"]}/.git > {f["admin"]}/gitdir"
+"""
+
+
+def _pointers(repo: Path) -> dict[str, bytes]:
+    """What points git at a task's repository: its worktree's `.git` file, its admin dir's
+    `commondir` and `gitdir`."""
+    admin = repo / ".git" / "worktrees" / "a"
+    return {
+        ".git": (repo / ".worktrees" / "a" / ".git").read_bytes(),
+        **{name: (admin / name).read_bytes() for name in ("commondir", "gitdir")},
+    }
+
+
+def test_what_a_task_plants_does_not_turn_laneboards_own_work_against_others(
+    repo: Path, cli, arena
+) -> None:  # type: ignore[no-untyped-def]
+    """The task plants, then the operator lists, shows, rebases and discards it: `main`, the
+    sibling's branch and checkout, the root checkout and git's global config stay as they
+    were; no command hangs; nothing laneboard prints carries the task's escapes."""
+    home = Path(os.environ["HOME"])
+    report = home / "report.txt"
+    facts = dict(
+        arena["facts"],
+        admin=str(repo / ".git" / "worktrees" / "a"),
+        sibling_admin=str(repo / ".git" / "worktrees" / "b"),
+    )
+    script = _script(home, "plant", plants(facts))
+    global_config = Path(os.environ["GIT_CONFIG_GLOBAL"])
+    kept = {
+        "refs": [r for r in git(repo, "for-each-ref").splitlines() if "/lb/a/" not in r],
+        "sibling": git(repo / ".worktrees" / "b", "status", "--porcelain", "--branch"),
+        "root": sorted(p.name for p in repo.iterdir()),
+        "global": global_config.read_bytes(),
+        "admin": _pointers(repo),
+    }
+    run = f"sh {shlex.quote(str(script))} > {report} 2>&1; touch {home}/finished"
+    assert cli("start", "a", "--cmd", f"sh -c {shlex.quote(run)}").code == 0
+    eventually(lambda: (home / "finished").exists(), "the task planted", 120)
+    said = report.read_text()
+    assert "escapes: succeeded" in said and "symref: succeeded" in said, said
+    assert _pointers(repo) == kept["admin"], said  # git outside still finds this repository
+    git(repo, "commit", "-q", "--allow-empty", "-m", "main moves on")  # something to rebase on
+    kept["refs"] = [r for r in git(repo, "for-each-ref").splitlines() if "/lb/a/" not in r]
+    printed = [cli("ls"), cli("show", "a"), cli("log", "a")]
+    shown = "".join(r.out + r.err for r in printed)
+    assert "\x1b" not in shown and "\x07" not in shown
+    assert "?]0;pwned??[2Jsubject" in shown, said + shown  # shown, and harmless
+    # Its branch a symbolic ref to the sibling's: the rebase that follows is git in the task's
+    # sandbox, so the sibling's branch cannot move whatever its own refs name.
+    linked = cli("exec", "--lane", "a", "--", "sh", "-c", "git symbolic-ref refs/heads/lb/a/work "
+                 "refs/heads/lb/b/work && git read-tree -u --reset HEAD")  # fmt: skip
+    assert linked.code == 0, linked.err
+    rebased = cli("rebase", "a")
+    assert rebased.code == 1 and "the rebase stopped" in rebased.err, rebased.err
+    assert cli("exec", "--lane", "a", "--", "git", "rebase", "--abort").code == 0
+    discarded = cli("discard", "a", "--force")
+    assert discarded.code == 0, discarded.err
+    refs = git(repo, "for-each-ref").splitlines()
+    assert set(kept["refs"]) <= set(refs), said  # laneboard adds its keeping refs; none go
+    heads = [r for r in refs if "refs/heads/" in r and "/lb/a/" not in r]
+    assert heads == [r for r in kept["refs"] if "refs/heads/" in r]
+    assert git(repo / ".worktrees" / "b", "status", "--porcelain", "--branch") == kept["sibling"]
+    assert sorted(p.name for p in repo.iterdir()) == kept["root"], said
+    assert global_config.read_bytes() == kept["global"], said
+    assert git(repo, "fsck", "--no-progress", "--no-dangling") == ""
