@@ -520,3 +520,22 @@ def test_what_a_task_plants_does_not_turn_laneboards_own_work_against_others(
     assert sorted(p.name for p in repo.iterdir()) == kept["root"], said
     assert global_config.read_bytes() == kept["global"], said
     assert git(repo, "fsck", "--no-progress", "--no-dangling") == ""
+
+
+def test_a_parent_whose_branch_names_main_cannot_have_a_child_finalized_into_main(
+    repo: Path, cli, arena
+) -> None:  # type: ignore[no-untyped-def]
+    """A child task lands on its parent's branch. The parent makes its branch a symbolic ref
+    to `main` (its namespace is its own to write): finalizing the child moves the parent's
+    ref itself, never what it names."""
+    child = doc(cli("new", "c", "--parent", "a", "--no-start", "--json"))
+    assert child["target"] == "lb/a/work", child
+    main = git(repo, "rev-parse", "main")
+    work = "echo c > c.txt && git add c.txt && git commit -qm c"
+    assert cli("exec", "--lane", "c", "--", "sh", "-c", work).code == 0
+    linked = cli("exec", "--lane", "a", "--", "git", "symbolic-ref", "refs/heads/lb/a/work",
+                 "refs/heads/main")  # fmt: skip
+    assert linked.code == 0, linked.err
+    assert cli("review", "c", "--mark").code == 0
+    cli("finalize", "c")
+    assert git(repo, "rev-parse", "main") == main
