@@ -537,5 +537,6 @@ def test_a_parent_whose_branch_names_main_cannot_have_a_child_finalized_into_mai
                  "refs/heads/main")  # fmt: skip
     assert linked.code == 0, linked.err
     assert cli("review", "c", "--mark").code == 0
-    cli("finalize", "c")
+    refused = cli("finalize", "c", "--merge")
+    assert refused.code == 1 and "symbolic ref to refs/heads/main" in refused.err, refused.err
     assert git(repo, "rev-parse", "main") == main

@@ -677,6 +677,21 @@ def test_a_symbolic_ref_target_is_refused(repo: Path, cli) -> None:  # type: ign
     assert refs_and_files(repo) == before
 
 
+def test_a_ref_laneboard_moves_is_moved_itself_never_what_it_names(repo: Path) -> None:
+    """Behind finalize's own refusal: a ref that turned symbolic between a look and the move
+    (a confined parent owns its branch, which a child lands on) is replaced, not followed."""
+    from laneboard.core.adapters.integrate import update_ref
+
+    main = git(repo, "rev-parse", "main")
+    git(repo, "symbolic-ref", "refs/heads/alias", "refs/heads/main")
+    (repo / "new.txt").write_text("new\n")
+    git(repo, "add", "new.txt")
+    tree = git(repo, "write-tree")
+    new = git(repo, "commit-tree", tree, "-p", main, "-m", "new")
+    update_ref(repo, "refs/heads/alias", new, main, "test")
+    assert git(repo, "rev-parse", "main") == main
+
+
 def test_doctor_finishes_a_landed_finalize_after_the_target_moved_on(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
     reviewed = ready(cli, repo, "l", {"l.txt": "l\n"})
     crashed = cli("finalize", "l", "--merge", env={"LANEBOARD_FAULT": "finalize.after_move"})
