@@ -449,6 +449,7 @@ try fifo-pack "mkfifo \\"$GIT_OBJECT_DIRECTORY/pack/pack-0.pack\\""
 try marker-link "rm -rf \\"$GIT_OBJECT_DIRECTORY/info\\" && \\
     ln -s {f["root"]} \\"$GIT_OBJECT_DIRECTORY/info\\""
 try after-link "echo more > more.txt && git add more.txt && git commit -q -m more"
+try marker-file-link "ln -sf {f["root"]}/README.md \\"$GIT_OBJECT_DIRECTORY/info/laneboard-moved\\""
 try escapes "git commit -q --allow-empty -m \\"$(printf '{esc}subject')\\""
 try global-config "printf '[core]\\\\n\\\\tfsmonitor = touch {f["root"]}/pwned-global\\\\n' \\
     >> \\"$GIT_CONFIG_GLOBAL\\""
@@ -487,6 +488,7 @@ def test_what_a_task_plants_does_not_turn_laneboards_own_work_against_others(
         "refs": [r for r in git(repo, "for-each-ref").splitlines() if "/lb/a/" not in r],
         "sibling": git(repo / ".worktrees" / "b", "status", "--porcelain", "--branch"),
         "root": sorted(p.name for p in repo.iterdir()),
+        "readme": (repo / "README.md").read_bytes(),
         "global": global_config.read_bytes(),
         "admin": _pointers(repo),
     }
@@ -494,7 +496,8 @@ def test_what_a_task_plants_does_not_turn_laneboards_own_work_against_others(
     assert cli("start", "a", "--cmd", f"sh -c {shlex.quote(run)}").code == 0
     eventually(lambda: (home / "finished").exists(), "the task planted", 120)
     said = report.read_text()
-    assert "escapes: succeeded" in said and "symref: succeeded" in said, said
+    for planted in ("escapes", "symref", "marker-link", "marker-file-link", "fifo-pack"):
+        assert f"{planted}: succeeded" in said, said
     assert _pointers(repo) == kept["admin"], said  # git outside still finds this repository
     git(repo, "commit", "-q", "--allow-empty", "-m", "main moves on")  # something to rebase on
     kept["refs"] = [r for r in git(repo, "for-each-ref").splitlines() if "/lb/a/" not in r]
@@ -518,6 +521,7 @@ def test_what_a_task_plants_does_not_turn_laneboards_own_work_against_others(
     assert heads == [r for r in kept["refs"] if "refs/heads/" in r]
     assert git(repo / ".worktrees" / "b", "status", "--porcelain", "--branch") == kept["sibling"]
     assert sorted(p.name for p in repo.iterdir()) == kept["root"], said
+    assert (repo / "README.md").read_bytes() == kept["readme"], said
     assert global_config.read_bytes() == kept["global"], said
     assert git(repo, "fsck", "--no-progress", "--no-dangling") == ""
 
