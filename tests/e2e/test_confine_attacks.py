@@ -496,8 +496,6 @@ def test_what_a_task_plants_does_not_turn_laneboards_own_work_against_others(
     assert cli("start", "a", "--cmd", f"sh -c {shlex.quote(run)}").code == 0
     eventually(lambda: (home / "finished").exists(), "the task planted", 120)
     said = report.read_text()
-    for planted in ("escapes", "symref", "marker-link", "marker-file-link", "fifo-pack"):
-        assert f"{planted}: succeeded" in said, said
     assert _pointers(repo) == kept["admin"], said  # git outside still finds this repository
     git(repo, "commit", "-q", "--allow-empty", "-m", "main moves on")  # something to rebase on
     kept["refs"] = [r for r in git(repo, "for-each-ref").splitlines() if "/lb/a/" not in r]
@@ -524,6 +522,9 @@ def test_what_a_task_plants_does_not_turn_laneboards_own_work_against_others(
     assert (repo / "README.md").read_bytes() == kept["readme"], said
     assert global_config.read_bytes() == kept["global"], said
     assert git(repo, "fsck", "--no-progress", "--no-dangling") == ""
+    # last, so that a failure above names what the plants did
+    for planted in ("escapes", "symref", "marker-link", "marker-file-link", "fifo-pack"):
+        assert f"{planted}: succeeded" in said, said
 
 
 def test_a_parent_whose_branch_names_main_cannot_have_a_child_finalized_into_main(
