@@ -545,3 +545,24 @@ def test_a_parent_whose_branch_names_main_cannot_have_a_child_finalized_into_mai
     refused = cli("finalize", "c", "--merge")
     assert refused.code == 1 and "symbolic ref to refs/heads/main" in refused.err, refused.err
     assert git(repo, "rev-parse", "main") == main
+
+
+def test_gits_global_config_in_the_home_cannot_be_planted(
+    repo: Path, cli, arena, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The home is the task's to write (tools keep caches there), but git's global config in it
+    (`~/.gitconfig`, `~/.config/git/config`, made empty when missing) is read by laneboard's
+    own git outside: a `core.fsmonitor` planted there would run outside."""
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL")
+    home = Path(os.environ["HOME"])
+    plant = "[core]\n\tfsmonitor = touch pwned\n"
+    script = (
+        f"printf {shlex.quote(plant)} >> ~/.gitconfig; "
+        f"mkdir -p ~/.config/git; printf {shlex.quote(plant)} >> ~/.config/git/config; "
+        "echo cache > ~/.cache-entry"
+    )
+    done = cli("exec", "--lane", "a", "--", "sh", "-c", script)
+    assert done.code == 0, done.err
+    assert (home / ".cache-entry").read_text() == "cache\n"  # the home is writable
+    for config in (home / ".gitconfig", home / ".config" / "git" / "config"):
+        assert "fsmonitor" not in config.read_text(), config
