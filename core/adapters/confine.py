@@ -275,14 +275,33 @@ def runners() -> tuple[list[str], list[str]]:
     return outermost(masked), sorted(set(single))
 
 
+STARTUP = (
+    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshenv", ".zshrc",
+    ".zprofile", ".zlogin", ".config/fish",
+)  # fmt: skip
+"""Shell startup files in the home, read-only inside where they exist (your next shell runs
+them); one that does not exist yet is a named gap (creating it empty could change which one a
+login shell reads)."""
+
+
 def trusted() -> list[str]:
-    """laneboard's install (its interpreter's prefix, its package's folder) and git's global
-    configuration files, each made (empty) when missing so that it cannot be planted."""
-    found = [os.path.realpath(sys.prefix), _package()]
-    home = os.path.expanduser("~")
+    """What runs or configures code outside, wherever it lies (the home is the task's to
+    write): laneboard's install (its interpreter's prefix, its package's folder), the
+    directories on PATH (the git, tmux and ssh that laneboard and you run), git's global
+    configuration, tmux's configuration and `~/.ssh` (each made empty when missing, so that it
+    cannot be planted), and the shell startup files that exist."""
+    found = [os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), _package()]
+    home = os.path.realpath(os.path.expanduser("~"))
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        real = os.path.realpath(directory) if os.path.isabs(directory) else ""
+        # Never the home or what holds it: a PATH naming it would take its writability away.
+        if real and os.path.isdir(real) and not _within(home, real):
+            found.append(real)
     named = os.environ.get("GIT_CONFIG_GLOBAL")
     xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-    for path in [named] if named else [os.path.join(home, ".gitconfig"), f"{xdg}/git/config"]:
+    files = [named] if named else [os.path.join(home, ".gitconfig"), f"{xdg}/git/config"]
+    files += [os.path.join(home, ".tmux.conf"), f"{xdg}/tmux/tmux.conf"]
+    for path in files:
         if not os.path.lexists(path):
             with contextlib.suppress(OSError):
                 os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -290,7 +309,21 @@ def trusted() -> list[str]:
                     pass
         if os.path.isfile(path):
             found.append(os.path.realpath(path))
+    ssh = os.path.join(home, ".ssh")
+    with contextlib.suppress(OSError):
+        os.makedirs(ssh, mode=0o700, exist_ok=True)
+    found += [os.path.realpath(ssh)] if os.path.isdir(ssh) else []
+    found += [
+        os.path.realpath(os.path.join(home, name))
+        for name in STARTUP
+        if os.path.exists(os.path.join(home, name))
+    ]
     return outermost(found)
+
+
+def _within(path: str, directory: str) -> bool:
+    """`path` is `directory` or lies below it (both real paths)."""
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
 def _package() -> str:
@@ -329,11 +362,6 @@ def layout(
     masked, sockets = runners()
     masked = outermost([state_real, config_real, *masked])
     kept = [real(p) for p in (os.environ.get("HOME", ""),) if p and _under_tmp(real(p))]
-    # What the environment names under /tmp stays readable: the interpreter laneboard runs with
-    # and laneboard itself, git's global config, the directories on PATH (the tools it runs).
-    named = [sys.prefix, sys.base_prefix, os.environ.get("GIT_CONFIG_GLOBAL", ""), _package()]
-    named += os.environ.get("PATH", "").split(os.pathsep)
-    kept_read_only = [real(p) for p in named if p and _under_tmp(real(p)) and os.path.exists(p)]
     admin = real(admin_dir)
     # What git outside reads to find a worktree's git dir (`.git`, `commondir`, `gitdir`) and
     # its settings: a task that could flip them between laneboard's verification and its next
@@ -353,7 +381,6 @@ def layout(
         lent=tuple(real(p) for p in lent),
         owned=tuple(real(p) for p in owned),
         kept=tuple(kept),
-        kept_read_only=tuple(outermost(kept_read_only)),
         trusted=tuple(trusted()),
         channel=real(channel) if channel is not None else None,
     )

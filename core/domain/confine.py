@@ -146,15 +146,12 @@ class Layout:
     """Paths under `/tmp` the sandbox needs writable (a home there): bound into its private
     `/tmp` first, so the read-only mounts still cover what lies below them."""
     trusted: tuple[str, ...] = ()
-    """What laneboard runs outside, or reads to decide how it runs git, kept read-only inside
-    wherever it lies (a home is writable): laneboard's own install and interpreter, and git's
-    global configuration (`~/.gitconfig`, `~/.config/git/config`: `core.fsmonitor` there would
-    run a program in every git, yours and laneboard's). Mounted before everything else of the
-    repositories, so a task's worktree inside them is still its own."""
-    kept_read_only: tuple[str, ...] = ()
-    """Paths under `/tmp` it needs to read (the interpreter laneboard runs with, git's global
-    config, the directories on PATH); mounted before everything laneboard masks, so a mask
-    still covers whatever of its own lies below them."""
+    """What runs or configures code outside, kept read-only inside wherever it lies (a home is
+    writable, and one under /tmp is kept): laneboard's own install and interpreter, the
+    directories on PATH, git's global configuration (`core.fsmonitor` there would run a program
+    in every git, yours and laneboard's), tmux's configuration, `~/.ssh`, the shell startup
+    files. Mounted before everything of the repositories, so a task's worktree inside them is
+    still its own, and after a kept home, so they cover what lies in it."""
     channel: str | None = None
     """Its channel's directory, bound read-only at `CHANNEL_DIR`."""
 
@@ -188,8 +185,6 @@ def mounts(layout: Layout) -> list[Mount]:
     ]
     for path in layout.kept:
         found.append(Mount("--bind-try", path, path, "a home under /tmp"))
-    for path in layout.kept_read_only:
-        found.append(Mount("--ro-bind-try", path, path, "the tools it runs, under /tmp"))
     for path in layout.trusted:
         found.append(Mount("--ro-bind-try", path, path, "what laneboard and git outside trust"))
     for path in layout.repos:

@@ -547,22 +547,30 @@ def test_a_parent_whose_branch_names_main_cannot_have_a_child_finalized_into_mai
     assert git(repo, "rev-parse", "main") == main
 
 
-def test_gits_global_config_in_the_home_cannot_be_planted(
+def test_what_runs_code_outside_cannot_be_planted_in_the_home(
     repo: Path, cli, arena, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # type: ignore[no-untyped-def]
-    """The home is the task's to write (tools keep caches there), but git's global config in it
-    (`~/.gitconfig`, `~/.config/git/config`, made empty when missing) is read by laneboard's
-    own git outside: a `core.fsmonitor` planted there would run outside."""
-    monkeypatch.delenv("GIT_CONFIG_GLOBAL")
+    """The home is the task's to write (tools keep caches there), but not what laneboard, git,
+    tmux, ssh or your next shell run from it: a directory on PATH (`~/.local/bin/git` would run
+    for laneboard outside), git's global config (`core.fsmonitor`), `~/.ssh/config`
+    (`ProxyCommand`), tmux's config (`run-shell`), the shell startup files that exist."""
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL")  # git reads the home's own files
     home = Path(os.environ["HOME"])
-    plant = "[core]\n\tfsmonitor = touch pwned\n"
-    script = (
-        f"printf {shlex.quote(plant)} >> ~/.gitconfig; "
-        f"mkdir -p ~/.config/git; printf {shlex.quote(plant)} >> ~/.config/git/config; "
-        "echo cache > ~/.cache-entry"
+    bin_dir = home / ".local" / "bin"
+    bin_dir.mkdir(parents=True)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    (home / ".bashrc").write_text("# yours\n")
+    targets = [
+        bin_dir / "git", home / ".gitconfig", home / ".config" / "git" / "config",
+        home / ".ssh" / "config", home / ".tmux.conf", home / ".config" / "tmux" / "tmux.conf",
+        home / ".bashrc",
+    ]  # fmt: skip
+    plant = " ".join(
+        f"mkdir -p {shlex.quote(str(t.parent))}; echo planted >> {shlex.quote(str(t))};"
+        for t in targets
     )
-    done = cli("exec", "--lane", "a", "--", "sh", "-c", script)
+    done = cli("exec", "--lane", "a", "--", "sh", "-c", plant + " echo cache > ~/.cache-entry")
     assert done.code == 0, done.err
     assert (home / ".cache-entry").read_text() == "cache\n"  # the home is writable
-    for config in (home / ".gitconfig", home / ".config" / "git" / "config"):
-        assert "fsmonitor" not in config.read_text(), config
+    for target in targets:
+        assert not target.exists() or "planted" not in target.read_text(), target
