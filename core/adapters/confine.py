@@ -287,13 +287,17 @@ login shell reads)."""
 def trusted() -> list[str]:
     """What runs or configures code outside, wherever it lies (the home is the task's to
     write): laneboard's install (its interpreter's prefix, its package's folder), the
-    directories on PATH (the git, tmux and ssh that laneboard and you run), git's global
+    directories on PATH (the git, tmux and ssh that laneboard and you run; one in the home that
+    does not exist is made, empty, so that nothing can be planted there), git's global
     configuration, tmux's configuration and `~/.ssh` (each made empty when missing, so that it
     cannot be planted), and the shell startup files that exist."""
     found = [os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), _package()]
     home = os.path.realpath(os.path.expanduser("~"))
     for directory in os.environ.get("PATH", "").split(os.pathsep):
         real = os.path.realpath(directory) if os.path.isabs(directory) else ""
+        if real and _within(real, home) and real != home:
+            with contextlib.suppress(OSError):  # an entry never made: empty, it runs nothing
+                os.makedirs(real, exist_ok=True)
         # Never the home or what holds it: a PATH naming it would take its writability away.
         if real and os.path.isdir(real) and not _within(home, real):
             found.append(real)

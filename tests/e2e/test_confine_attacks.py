@@ -556,14 +556,15 @@ def test_what_runs_code_outside_cannot_be_planted_in_the_home(
     (`ProxyCommand`), tmux's config (`run-shell`), the shell startup files that exist."""
     monkeypatch.delenv("GIT_CONFIG_GLOBAL")  # git reads the home's own files
     home = Path(os.environ["HOME"])
-    bin_dir = home / ".local" / "bin"
+    bin_dir, never_made = home / ".local" / "bin", home / "bin"
     bin_dir.mkdir(parents=True)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    path = os.pathsep.join([str(bin_dir), str(never_made), os.environ["PATH"]])
+    monkeypatch.setenv("PATH", path)
     (home / ".bashrc").write_text("# yours\n")
     targets = [
-        bin_dir / "git", home / ".gitconfig", home / ".config" / "git" / "config",
-        home / ".ssh" / "config", home / ".tmux.conf", home / ".config" / "tmux" / "tmux.conf",
-        home / ".bashrc",
+        bin_dir / "git", never_made / "git", home / ".gitconfig",
+        home / ".config" / "git" / "config", home / ".ssh" / "config", home / ".tmux.conf",
+        home / ".config" / "tmux" / "tmux.conf", home / ".bashrc",
     ]  # fmt: skip
     plant = " ".join(
         f"mkdir -p {shlex.quote(str(t.parent))}; echo planted >> {shlex.quote(str(t))};"
