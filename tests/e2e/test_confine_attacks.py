@@ -10,6 +10,7 @@ after, never the script's own word.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -375,6 +376,12 @@ def test_a_confined_command_cannot_type_into_the_terminal_it_returns_to(
     assert not planted.exists(), screen()
 
 
+def _accepting(listener: Any, heard: list[bool]) -> None:
+    """Notes a connection to `listener`; ends quietly when the test closes it."""
+    with contextlib.suppress(OSError):
+        heard.append(bool(listener.accept()))
+
+
 def test_no_command_runner_is_reachable_wherever_it_listens(
     repo: Path, cli, arena, shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # type: ignore[no-untyped-def]
@@ -396,9 +403,7 @@ def test_no_command_runner_is_reachable_wherever_it_listens(
         listener.bind(str(path))
         listener.listen(4)
         listeners.append(listener)
-        threading.Thread(
-            target=lambda s=listener: heard.append(bool(s.accept())), daemon=True
-        ).start()
+        threading.Thread(target=_accepting, args=(listener, heard), daemon=True).start()
     named = socket_dir / "named.sock"
     env = {**os.environ, "TMUX_TMPDIR": str(tmux_dir)}
     for where in (["-L", "byname"], ["-S", str(named)]):
