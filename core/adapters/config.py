@@ -196,22 +196,34 @@ def config_dir() -> Path:
     return found
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def _read_text(path: Path) -> str | None:
+    """The text of the configuration file `path`, or None when there is none. Every file
+    laneboard reads its settings from is read here: one that cannot be read, or is not UTF-8
+    (as TOML must be), is a `ConfigError` naming the file and the first byte that is not."""
     try:
-        handle = path.open("rb")
+        raw = path.read_bytes()
     except FileNotFoundError:
-        return {}
+        return None
     except OSError as err:
         raise ConfigError(f"{path}: cannot read: {err.strerror}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte 0x{raw[err.start]:02x} at offset {err.start})"
+        ) from None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    text = _read_text(path)
+    if text is None:
+        return {}
     import tomllib  # only when there is a file to read
 
-    with handle:
-        try:
-            return tomllib.load(handle)
-        except tomllib.TOMLDecodeError as err:
-            raise ConfigError(f"{path}: not valid TOML: {err}") from None
-        except OSError as err:
-            raise ConfigError(f"{path}: cannot read: {err.strerror}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML: {err}") from None
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -450,12 +462,7 @@ def save_user_value(key: str, text: str) -> Path:
     put first). The result must still be valid settings, or nothing is written. A symlinked
     file is written where it links to, with the mode it had."""
     path = config_dir() / USER_CONFIG_NAME
-    try:
-        lines = path.read_text().splitlines(keepends=True)
-    except FileNotFoundError:
-        lines = []
-    except OSError as err:
-        raise ConfigError(f"{path}: cannot read: {err.strerror}") from None
+    lines = (_read_text(path) or "").splitlines(keepends=True)
     setting = f"{key} = {json.dumps(text)}\n"
     pattern = re.compile(rf"\s*{re.escape(key)}\s*=")
     for number, line in enumerate(lines):
@@ -482,7 +489,7 @@ def save_user_value(key: str, text: str) -> Path:
         mode = 0o600
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w") as handle:
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(content)
     os.chmod(temporary, mode)  # as the file was, whatever the umask
     os.replace(temporary, target)

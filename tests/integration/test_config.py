@@ -183,3 +183,37 @@ def test_saving_the_theme_writes_through_a_symlinked_config_and_keeps_its_mode(
     save_user_value("theme", "laneboard-dark")  # the line is replaced, not added again
     assert dotfile.read_text().count("theme =") == 1
     assert load_settings(None).theme == "laneboard-dark"
+
+
+NOT_UTF8 = b'[confine]\nmode = "\xff"\n'
+"""A TOML file with one byte that is not UTF-8, at offset 18."""
+
+
+def test_a_repo_file_that_is_not_utf8_is_named_with_the_byte(repo: Path) -> None:
+    """Regression: a `.laneboard.toml` in another encoding gave `internal error:
+    UnicodeDecodeError`, naming neither the file nor the byte."""
+    path = repo / ".laneboard.toml"
+    path.write_bytes(NOT_UTF8)
+    with pytest.raises(ConfigError) as err:
+        load_settings(repo)
+    assert str(err.value) == f"{path}: not UTF-8 text (byte 0xff at offset 18)"
+
+
+def test_a_user_file_that_is_not_utf8_is_named_with_the_byte() -> None:
+    path = _user_config("")
+    path.write_bytes(NOT_UTF8)
+    with pytest.raises(ConfigError) as err:
+        load_settings(None)
+    assert str(err.value) == f"{path}: not UTF-8 text (byte 0xff at offset 18)"
+
+
+def test_saving_the_theme_into_a_user_file_that_is_not_utf8_refuses_and_keeps_it() -> None:
+    from laneboard.core.adapters.config import save_user_value
+
+    path = _user_config("")
+    path.write_bytes(b"# caf\xe9\n" + NOT_UTF8)
+    with pytest.raises(ConfigError) as err:
+        save_user_value("theme", "laneboard-light")
+    assert str(err.value) == f"{path}: not UTF-8 text (byte 0xe9 at offset 5)"
+    assert path.read_bytes() == b"# caf\xe9\n" + NOT_UTF8
+    assert sorted(p.name for p in path.parent.iterdir()) == ["config.toml"]
