@@ -7,7 +7,11 @@ mistaken for the one laneboard recorded. Reads only; never signals anything exce
 from __future__ import annotations
 
 import os
+import shlex
+import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 PROC = "/proc"
 """Where the process table is read (a test points it at an empty directory to prove that an
@@ -177,6 +181,126 @@ def members(
     return found
 
 
+ENVIRON_LIMIT = 8 << 20
+"""Most bytes of one process's environment read (the kernel allows a quarter of the stack limit,
+2 MiB with the usual 8 MiB, for arguments and environment together); past it nothing is seen."""
+
+
+def environ_of(pid: int, names: Sequence[str]) -> dict[str, str] | None:
+    """The values `names` have in the environment `pid`'s program was started with (what
+    `/proc/<pid>/environ` shows; not what it set later), the first of each as `getenv` finds
+    it; None when it cannot be read (the process is gone or another user's) or reads empty (a
+    kernel thread's, or one read in the middle of an exec)."""
+    try:
+        with open(f"{PROC}/{pid}/environ", "rb") as handle:
+            data = b"\0" + handle.read(ENVIRON_LIMIT)
+    except OSError:
+        return None
+    if len(data) == 1:
+        return None
+    found: dict[str, str] = {}
+    for name in names:
+        key = b"\0" + name.encode() + b"="
+        at = data.find(key)
+        if at < 0:
+            continue
+        begin = at + len(key)
+        end = data.find(b"\0", begin)
+        found[name] = data[begin : end if end >= 0 else len(data)].decode(errors="replace")
+    return found
+
+
+class Marked(NamedTuple):
+    """A live process whose environment carries some of the variables asked for."""
+
+    pid: int
+    start: int
+    pgid: int
+    sid: int
+    values: dict[str, str]
+
+
+_ENVIRONS: dict[tuple[int, int], dict[str, str] | None] = {}
+"""What `marked` read of each process, by (pid, start time) and for `_ENVIRON_NAMES` (None: not
+this user's). A program keeps the environment it was started with, so each is read once; a
+process that execs another program keeps its pid and start time, and keeps what was first found
+in it too. What a young process lacks is not kept (`SETTLE_TICKS`)."""
+_ENVIRON_NAMES: tuple[str, ...] = ()
+SETTLE_TICKS = 100
+"""How young (clock ticks, a second at the usual 100 a second) a process is when what it lacks
+is read again at the next look: between its fork and its exec it still shows its parent's
+environment, not the one it was given."""
+
+
+def _ticks() -> int:
+    """Now, in the clock ticks since boot that `/proc/<pid>/stat` counts start times in."""
+    clock = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
+    return int(time.clock_gettime(clock) * os.sysconf("SC_CLK_TCK"))
+
+
+def marked(names: tuple[str, ...], *, since: int) -> list[Marked]:
+    """Live processes of this user, started no earlier than `since` (clock ticks since boot),
+    whose environment has any of `names`. Only younger processes of this user have their
+    environment read at all, and each only once (`_ENVIRONS`), so a look at a table of
+    hundreds of processes costs one `stat` read each. Zombies have exited: never counted."""
+    global _ENVIRON_NAMES
+    if names != _ENVIRON_NAMES:
+        _ENVIRONS.clear()
+        _ENVIRON_NAMES = names
+    found: list[Marked] = []
+    live: set[tuple[int, int]] = set()
+    uid = os.getuid()
+    settled = _ticks() - SETTLE_TICKS
+    try:
+        entries = os.listdir(PROC)
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"{PROC}/{entry}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+            if fields[0] in (b"Z", b"X"):
+                continue
+            pgid, sid, started = int(fields[2]), int(fields[3]), int(fields[19])
+        except (OSError, IndexError, ValueError):
+            continue
+        key = (int(entry), started)
+        live.add(key)
+        if started < since:
+            continue
+        if key in _ENVIRONS:
+            values = _ENVIRONS[key]
+        else:
+            try:
+                mine = os.stat(f"{PROC}/{entry}").st_uid == uid
+            except OSError:
+                continue
+            values = environ_of(key[0], names) if mine else None
+            if not mine or (values is not None and (values or started <= settled)):
+                _ENVIRONS[key] = values
+        if values:
+            found.append(Marked(key[0], started, pgid, sid, values))
+    for gone in _ENVIRONS.keys() - live:
+        del _ENVIRONS[gone]
+    return found
+
+
+def command_line(pid: int) -> str:
+    """`pid`'s command line as a shell would quote it (its name when it has none, a kernel
+    thread's), or `?` when it is gone."""
+    try:
+        with open(f"{PROC}/{pid}/cmdline", "rb") as handle:
+            raw = handle.read(4096)
+        if raw:
+            return shlex.join(a.decode(errors="replace") for a in raw.rstrip(b"\0").split(b"\0"))
+        with open(f"{PROC}/{pid}/comm") as text:
+            return text.read().strip()
+    except OSError:
+        return "?"
+
+
 def group_alive(pgid: int | None, sid: int | None, since: int | None) -> bool:
     """Some process of the group (or session) a command started still runs."""
     if pgid is None and sid is None:
@@ -220,8 +344,6 @@ def wait_gone(leader: int, since: int | None, *, deadline: float) -> bool:
     """Wait until no live process is left in the process group or session `leader` led (one
     ended by the kernel, a sandbox's, is gone a moment after its leader); True when none is,
     False when some still are after `deadline` seconds (the caller goes on either way)."""
-    import time
-
     end = time.monotonic() + deadline
     while members(pgid=leader, sid=leader, since=since):
         if time.monotonic() > end:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
+
+import pytest
 
 from laneboard.core.adapters import procs
 
@@ -32,3 +35,76 @@ def test_a_zombie_counts_as_exited() -> None:
     assert procs.start_time(child.pid) is None
     assert not procs.alive(child.pid, start)
     child.wait()
+
+
+def _stat_line(pid: int, start: int) -> str:
+    """A `/proc/<pid>/stat` line: state S, process group and session `pid`, started at `start`."""
+    after = ["S", "1", str(pid), str(pid)] + ["0"] * 15 + [str(start)] + ["0"] * 10
+    return f"{pid} (sh) {' '.join(after)}\n"
+
+
+def _fake_process(proc: Path, pid: int, start: int, environ: bytes) -> None:
+    (proc / str(pid)).mkdir(exist_ok=True)
+    (proc / str(pid) / "stat").write_text(_stat_line(pid, start))
+    (proc / str(pid) / "environ").write_bytes(environ)
+
+
+def test_a_variable_after_a_huge_environment_is_found_and_the_read_is_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    huge = {f"HUGE{n}": "x" * 100_000 for n in range(8)}  # 128 KiB at most per variable
+    env = {**os.environ, **huge, "LB_TEST_MARK": "7,9"}
+    child = subprocess.Popen(["sleep", "30"], env=env)
+    try:
+        assert procs.environ_of(child.pid, ["LB_TEST_MARK", "NOT_THERE"]) == {"LB_TEST_MARK": "7,9"}
+        monkeypatch.setattr(procs, "ENVIRON_LIMIT", 4096)  # read no further than that
+        assert procs.environ_of(child.pid, ["LB_TEST_MARK"]) == {}
+    finally:
+        child.kill()
+        child.wait()
+    assert procs.environ_of(child.pid, ["LB_TEST_MARK"]) is None  # gone: nothing to read
+
+
+def test_an_environment_that_cannot_be_read_or_is_empty_is_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(procs, "PROC", str(tmp_path))
+    (tmp_path / "10" / "environ").mkdir(parents=True)  # unreadable as a file
+    _fake_process(tmp_path, 11, 1, b"")  # a kernel thread's, or one in the middle of an exec
+    assert procs.environ_of(10, ["A"]) is None
+    assert procs.environ_of(11, ["A"]) is None
+    assert procs.environ_of(12, ["A"]) is None  # no such process
+
+
+def test_marked_reads_only_processes_younger_than_asked_and_each_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(procs, "PROC", str(tmp_path))
+    monkeypatch.setattr(procs, "_ENVIRONS", {})
+    old = procs._ticks() - 10 * procs.SETTLE_TICKS
+    _fake_process(tmp_path, 20, old, b"A=1\0LB_MARK=5\0")
+    _fake_process(tmp_path, 21, old + 1, b"A=1\0")
+    assert [m.pid for m in procs.marked(("LB_MARK",), since=old + 1)] == []  # 20 is older
+    assert [(m.pid, m.values) for m in procs.marked(("LB_MARK",), since=old)] == [
+        (20, {"LB_MARK": "5"})
+    ]
+    # Read once per (pid, start time): a program keeps the environment it started with.
+    (tmp_path / "21" / "environ").write_bytes(b"LB_MARK=5\0")
+    assert [m.pid for m in procs.marked(("LB_MARK",), since=old)] == [20]
+    # The same pid started again is another process, read anew.
+    _fake_process(tmp_path, 21, old + 2, b"LB_MARK=6\0")
+    assert sorted(m.pid for m in procs.marked(("LB_MARK",), since=old)) == [20, 21]
+
+
+def test_what_a_young_process_lacks_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between its fork and its exec a process shows its parent's environment, not the one it
+    was given: a young process without the mark is looked at again next time."""
+    monkeypatch.setattr(procs, "PROC", str(tmp_path))
+    monkeypatch.setattr(procs, "_ENVIRONS", {})
+    young = procs._ticks()
+    _fake_process(tmp_path, 30, young, b"A=1\0")
+    assert procs.marked(("LB_MARK",), since=0) == []
+    (tmp_path / "30" / "environ").write_bytes(b"A=1\0LB_MARK=5\0")
+    assert [m.pid for m in procs.marked(("LB_MARK",), since=0)] == [30]
