@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.lanes import MARKERS
 from laneboard.core.domain.runtime import LaunchSpec, PaneRef, PaneState, StopResult, same_pane
 from laneboard.sessions.shims import write_shims
 
@@ -132,10 +133,13 @@ class TmuxRuntime:
         if not self._checked:
             check_version(version())
             self._checked = True
+        # Never a lease's id: a tmux server this starts would hand it to every pane it ever
+        # runs, and an agent's session would hold the lane of the command that started it.
+        env = {key: val for key, val in os.environ.items() if key not in MARKERS}
         try:
             done = subprocess.run(
                 ["tmux", *self._where, *map(_literal, args)], capture_output=True, text=True,
-                check=False, errors="surrogateescape", input=stdin,
+                check=False, errors="surrogateescape", input=stdin, env=env,
             )  # fmt: skip
         except FileNotFoundError:
             raise TmuxError("tmux is not installed; laneboard runs agents in tmux") from None

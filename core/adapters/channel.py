@@ -29,7 +29,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from laneboard.core.adapters.leases import LEASE_ENV
 from laneboard.core.domain.channel import (
     CALLER_ENV,
     CHUNK,
@@ -45,6 +44,7 @@ from laneboard.core.domain.channel import (
 )
 from laneboard.core.domain.confine import CHANNEL_DIR, CHANNEL_ENV, CHANNEL_SOCKET
 from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.lanes import LEASE_ENV, LEDGER_ENV, MARKERS
 
 FIRST_FRAME_SECONDS = 30.0
 """How long a connection may take to send its request."""
@@ -115,7 +115,7 @@ class Server:
         self.task_id = task_id
         self.task_name = task_name
         self.cwd = cwd
-        self.env = {k: v for k, v in env.items() if k not in (*_SANDBOX_ONLY, LEASE_ENV)}
+        self.env = {k: v for k, v in env.items() if k not in (*_SANDBOX_ONLY, *MARKERS)}
         self.env[CALLER_ENV] = task_id
         self.env["LANEBOARD_TASK"] = task_id
         self.leases = leases
@@ -181,6 +181,8 @@ class Server:
             # The caller runs inside a lane command: the command run for it is nested in the
             # same lease (it must not wait for a lane that waits for it).
             env[LEASE_ENV] = chain
+            if self.ledger is not None:
+                env[LEDGER_ENV] = os.path.realpath(self.ledger)
         proc = subprocess.Popen(
             [sys.executable, "-P", "-m", "laneboard.tui.cli", *asked.argv],
             cwd=self.cwd,
@@ -454,7 +456,11 @@ class LeaseDesk:
                 cancel=cancel,
                 claim=(asked.outer, peer),
             ) as held:
-                link.answer(admitted=held.lease.seq, inherited=held.inherited)
+                link.answer(
+                    admitted=held.lease.seq,
+                    inherited=held.inherited,
+                    ledger=store.ledger,
+                )
                 while True:
                     got = said.get()
                     if got is None:

@@ -6,6 +6,11 @@ schedule. Each pass first reaps leases whose holder is dead (pid gone, or reused
 another start time) *and* whose command is gone too: a lease is released only once its command has
 exited, never when it was merely asked to stop.
 
+A command's processes are followed by its process group (or session) and, once that is empty, by
+the lease's id in their environment (`MARKERS`, DESIGN.md section 5b): a process that left the
+group (`setsid`, a daemon) still keeps the lease. The environment of the process table is read
+only then, and only of processes of this user younger than the command (`procs.marked`).
+
 Waiting costs no polling: a waiter sleeps on its own FIFO (written by whoever admits it) and on
 pidfds of the running holders (so a holder's death wakes it at once); a slow safety timer covers
 only what neither can signal. Imports no pydantic and no pygit2 (the `exec` path must start fast).
@@ -31,15 +36,20 @@ from laneboard.core.adapters import procs
 from laneboard.core.adapters.db import Database, from_db, journal, to_db
 from laneboard.core.domain import lanes
 from laneboard.core.domain.errors import LaneboardError, WaitTimeout
-from laneboard.core.domain.lanes import Lease, LeaseKind, LeaseState, WaitReason
+from laneboard.core.domain.lanes import (
+    LEASE_ENV,
+    LEDGER_ENV,
+    MARKERS,
+    Lease,
+    LeaseKind,
+    LeaseState,
+    WaitReason,
+)
 from laneboard.core.domain.values import value
 
 HOSTS = frozenset({LeaseKind.INTEGRATE, LeaseKind.SETUP})
 """Leases whose command laneboard runs itself (a gate, a setup): lane commands they ask for
 nest in them."""
-LEASE_ENV = "LANEBOARD_LEASE"
-"""Set in a command's environment to the seqs of the leases it runs under, outermost first
-(`lease_env`)."""
 
 
 def lease_env(seq: int) -> str:
@@ -70,23 +80,58 @@ def lease_from_row(row: Row) -> Lease:
     return Lease(**data)
 
 
-def holder_alive(lease: Lease) -> bool:
-    """The holder process (until its block ended), the command it started, or anything that
-    command started in its process group (or session) still runs: a background job keeps its
-    lane. A holder that lives on after its block (the board, a finalize going on to its
-    cleanup) does not keep it."""
+def followers(lease: Lease, ledger: str) -> list[procs.Marked]:
+    """Processes of this user that carry `lease`'s id in their environment (`LEASE_ENV` names
+    it, `LEDGER_ENV` names `ledger`) and started no earlier than its command: whatever the
+    command started, wherever it went. None for a lease that started no command (nothing was
+    given its id)."""
+    if lease.child_pid is None:
+        return []
+    seq = str(lease.seq)
+    return [
+        found
+        for found in procs.marked(MARKERS, since=lease.child_start or 0)
+        if found.values.get(LEDGER_ENV) == ledger
+        and seq in found.values.get(LEASE_ENV, "").split(",")
+    ]
+
+
+def holder_alive(lease: Lease, ledger: str) -> bool:
+    """The holder process (until its block ended), the command it started, anything that
+    command started in its process group (or session), or any process carrying the lease's id
+    still runs: a background job, a `setsid` child or a daemon keeps its lane. A holder that
+    lives on after its block (the board, a finalize going on to its cleanup) does not keep it.
+    The environment of the process table is read only when the group is empty."""
     if lease.ended_at is None and procs.alive(lease.holder_pid, lease.holder_start):
         return True
     if lease.child_pid is not None and procs.alive(lease.child_pid, lease.child_start):
         return True
-    return procs.group_alive(lease.pgid, lease.sid, lease.child_start)
+    if procs.group_alive(lease.pgid, lease.sid, lease.child_start):
+        return True
+    return bool(followers(lease, ledger))
 
 
-def remaining(lease: Lease) -> list[int]:
-    """Processes that keep the lease after its command exited (its group or session)."""
-    if lease.pgid is None and lease.sid is None:
-        return []
-    return procs.members(pgid=lease.pgid, sid=lease.sid, since=lease.child_start)
+def remaining(lease: Lease, ledger: str) -> list[int]:
+    """Processes that keep the lease after its command exited: its group or session, or when
+    that is empty, the processes carrying its id."""
+    if lease.pgid is not None or lease.sid is not None:
+        members = procs.members(pgid=lease.pgid, sid=lease.sid, since=lease.child_start)
+        if members:
+            return members
+    return [found.pid for found in followers(lease, ledger)]
+
+
+def leftovers(lease: Lease, ledger: str) -> dict[int, int | None]:
+    """Every process the lease's command started that still runs, by pid with its start time:
+    its group or session and every process carrying its id (what stopping the lease stops)."""
+    found: dict[int, int | None] = {}
+    if lease.pgid is not None or lease.sid is not None:
+        for pid in procs.members(pgid=lease.pgid, sid=lease.sid, since=lease.child_start):
+            found[pid] = procs.start_time(pid)
+    for marked in followers(lease, ledger):
+        found[marked.pid] = marked.start
+    found.pop(os.getpid(), None)  # a nested command's laneboard carries it too: not itself
+    return found
 
 
 class LeaseReleased(LaneboardError):
@@ -138,6 +183,13 @@ class LeaseStore:
         self.database = database
         self.slots = slots
         self.wake_dir = database.path.parent / "wake"
+        self.ledger = os.path.realpath(database.path)
+        """The ledger as `LEDGER_ENV` names it."""
+
+    def marker(self, seq: int) -> dict[str, str]:
+        """The environment of a command run under lease `seq` (inside whatever leases this
+        process runs under): every process it starts inherits it, and keeps the lease."""
+        return {LEASE_ENV: lease_env(seq), LEDGER_ENV: self.ledger}
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -176,9 +228,11 @@ class LeaseStore:
     def outers(self, claim: Claim | None = None) -> list[Lease]:
         """Every running lease this process runs under, innermost first: `$LANEBOARD_LEASE` is
         the comma-separated chain of the leases of the commands around it, each one counted only
-        while its command is an ancestor of this process. With a `claim`, the same for the
-        chain and process it names (a caller of the channel: its chain is only a claim, checked
-        against the process tree like any other)."""
+        while its command is an ancestor of this process, or, once its command has exited, when
+        this process is one of what keeps it (it carries its id and is younger than the
+        command): a `setsid` child asking for its own lane must not wait for itself. With a
+        `claim`, the same for the chain and process it names (a caller of the channel: its
+        chain is only a claim, checked against the process tree like any other)."""
         chain, pid = (os.environ.get(LEASE_ENV, ""), os.getpid()) if claim is None else claim
         mine: set[int] | None = None
         found: list[Lease] = []
@@ -194,9 +248,21 @@ class LeaseStore:
             if lease.state is not LeaseState.RUNNING:
                 continue
             mine = set(procs.ancestors(pid)) if mine is None else mine
-            if lease.child_pid in mine or lease.holder_pid in mine:
+            around = lease.child_pid in mine or lease.holder_pid in mine
+            if around or (claim is None and self._left_behind_by(lease)):
                 found.append(lease)
         return found
+
+    def _left_behind_by(self, lease: Lease) -> bool:
+        """This process carries `lease`'s id (of this ledger), started after its command, and
+        the command and its holder's block are over: it is one of what keeps the lease."""
+        if lease.child_pid is None or os.environ.get(LEDGER_ENV) != self.ledger:
+            return False
+        if procs.alive(lease.child_pid, lease.child_start):
+            return False
+        if lease.ended_at is None and procs.alive(lease.holder_pid, lease.holder_start):
+            return False
+        return procs.me()[1] >= (lease.child_start or 0)
 
     def reentry(
         self, repo_id: int, lane: str | None, command: list[str], claim: Claim | None = None
@@ -292,7 +358,7 @@ class LeaseStore:
         started still run in its group (or session); then only the exit code is recorded and
         the lease is released by the admission pass that finds the group gone."""
         lease = self.get(seq)
-        if remaining(lease):
+        if remaining(lease, self.ledger):
             with self.database.transaction() as db:
                 db.execute(
                     "UPDATE leases SET exit_code = ?, ended_at = ? WHERE seq = ?",
@@ -333,7 +399,7 @@ class LeaseStore:
         ]
         live: list[Lease] = []
         for lease in active:
-            if holder_alive(lease):
+            if holder_alive(lease, self.ledger):
                 live.append(lease)
                 continue
             # A command that ended with its last background process has exited; one whose
@@ -402,12 +468,15 @@ class LeaseStore:
         timeout: float | None,
         on_wait: Callable[[Lease], None] | None = None,
         cancel: Cancel | None = None,
+        reenter: Callable[[], Lease | None] | None = None,
     ) -> Lease:
         """Block until `lease` runs. Calls `on_wait` once, the first time it has to wait.
 
         Raises `WaitTimeout` after `timeout` seconds, `Cancelled` as soon as `cancel` is set
         (the lease is then released either way), and `LeaseReleased` if the lease was released
-        meanwhile.
+        meanwhile. When `reenter` (asked at each wake) names a lease to run under instead (the
+        one this process is a leftover of, whose command exited while it waited), `lease` is
+        released and that one returned.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         announced = False
@@ -417,6 +486,10 @@ class LeaseStore:
                 return lease
             if lease.state is LeaseState.RELEASED:
                 raise LeaseReleased(f"lease #{lease.seq} was released: {lease.release_reason}")
+            outer = reenter() if reenter is not None else None
+            if outer is not None:
+                self.release(lease.seq, f"runs under #{outer.seq}")
+                return outer
             if cancel is not None and cancel.cancelled:
                 self.release(lease.seq, "cancelled")
                 raise Cancelled(f"stopped waiting for lease #{lease.seq}: cancelled")
@@ -433,7 +506,7 @@ class LeaseStore:
                         f"(lease #{lease.seq}: {lease.wait_reason or 'waiting'})"
                     )
                 sleep = min(sleep, remaining)
-            with _holder_fds(self.active()) as fds:
+            with _holder_fds(self.active(), self.ledger) as fds:
                 woken = [waker.fileno(), *fds, *([cancel.fileno()] if cancel else [])]
                 select.select(woken, [], [], sleep)
             waker.drain()
@@ -475,7 +548,7 @@ def _poke(path: str) -> None:
 
 
 @contextmanager
-def _holder_fds(active: list[Lease]) -> Iterator[list[int]]:
+def _holder_fds(active: list[Lease], ledger: str) -> Iterator[list[int]]:
     """pidfds of every running lease's holder and command: readable when that process exits."""
     fds: list[int] = []
     try:
@@ -491,7 +564,7 @@ def _holder_fds(active: list[Lease]) -> Iterator[list[int]]:
                 if pid is not None and pid != os.getpid() and procs.alive(pid, start)
             ]
             if not pids:
-                pids = remaining(lease)  # a lease kept by its command's background processes
+                pids = remaining(lease, ledger)  # kept by what its command left running
             for pid in pids:
                 with suppress(OSError, AttributeError):
                     fds.append(os.pidfd_open(pid))
@@ -553,6 +626,19 @@ class Held:
         if not self.inherited:
             self.store.set_child(self.lease.seq, pid, own_session)
 
+    def wait_leftovers_gone(self, deadline: float) -> bool:
+        """Wait up to `deadline` seconds until nothing the command started runs (a sandbox's
+        processes, which the kernel ends a moment after its command); True when nothing does."""
+        if self.inherited:
+            return True
+        end = time.monotonic() + deadline
+        lease = self.store.get(self.lease.seq)
+        while leftovers(lease, self.store.ledger):
+            if time.monotonic() > end:
+                return False
+            time.sleep(0.01)
+        return True
+
 
 @contextmanager
 def hold(
@@ -604,11 +690,22 @@ def hold(
             wake=str(waker.path),
             parent=nest,
         )
+        requested = lease.seq
         try:
-            lease = store.wait(lease, waker, timeout=timeout, on_wait=on_wait, cancel=cancel)
+            lease = store.wait(
+                lease,
+                waker,
+                timeout=timeout,
+                on_wait=on_wait,
+                cancel=cancel,
+                reenter=lambda: store.reentry(repo_id, lane, command, claim),
+            )
         except BaseException:
-            store.release(lease.seq, "cancelled")
+            store.release(requested, "cancelled")
             raise
+    if lease.seq != requested:  # it became a leftover of the lease it waited for
+        yield Held(lease, store, inherited=True)
+        return
     held = Held(lease, store)
     try:
         yield held

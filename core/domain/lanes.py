@@ -20,6 +20,17 @@ SHIM_MARKER = b"# laneboard-shim"
 """The second line of every lane command shim; command lookup skips files that carry it, so a
 shim never calls itself."""
 
+LEASE_ENV = "LANEBOARD_LEASE"
+"""Set in a command's environment to the seqs of the leases it runs under, outermost first.
+Children inherit it, so every process a command starts carries the id of its lease, including
+those that leave its process group or session (`setsid`, daemons): the lease is held while
+any of them lives (DESIGN.md section 5b)."""
+LEDGER_ENV = "LANEBOARD_LEDGER"
+"""Set beside `LEASE_ENV` to the ledger the seqs are of (its real path): a second board, or
+another test's, numbers its leases from 1 too."""
+MARKERS = (LEASE_ENV, LEDGER_ENV)
+"""The environment that marks a process as started under a lease."""
+
 
 class Claim(Protocol):
     """What admission needs to know about a lease; `core.models.Lease` satisfies it.

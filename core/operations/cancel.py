@@ -221,7 +221,7 @@ def _stop_orphaned_setup(ctx: RepoContext, ledger: Ledger, task: Task) -> None:
     for lease in store.active(ctx.repo.id):
         if lease.lane != task.id or procs.alive(lease.holder_pid, lease.holder_start):
             continue
-        for pid in remaining(lease):
+        for pid in remaining(lease, store.ledger):
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:

@@ -22,12 +22,12 @@ from laneboard.core.adapters import confine, procs
 from laneboard.core.adapters.channel import Client, LeaseDesk, Server
 from laneboard.core.adapters.config import Settings, state_dir
 from laneboard.core.adapters.db import Database, from_db, to_db
-from laneboard.core.adapters.leases import LEASE_ENV, Held, LeaseStore, hold, lease_env
+from laneboard.core.adapters.leases import Held, LeaseStore, hold, lease_env
 from laneboard.core.adapters.process import CommandNotFound, find_command, spawn_and_wait
 from laneboard.core.adapters.verify import common_dir_of, verify_worktree
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.identity import Identity
-from laneboard.core.domain.lanes import Lease, LeaseKind
+from laneboard.core.domain.lanes import LEASE_ENV, LEDGER_ENV, Lease, LeaseKind
 from laneboard.core.domain.names import namespace_of
 from laneboard.core.domain.values import value
 from laneboard.core.operations import confinement
@@ -155,7 +155,7 @@ def run(
         ) as held,
     ):
         verify_target(target)  # again: the worktree may have changed while we waited
-        env[LEASE_ENV] = lease_env(held.lease.seq)
+        env.update(store.marker(held.lease.seq))
         if box is None or box.layout is None:
             held.exit_code = spawn_and_wait(
                 executable,
@@ -264,10 +264,12 @@ def _run_confined(
                 started,
                 own_group=not held.inherited,
             )
-            # The sandbox is gone with its command; the kernel ends what was left in it a
-            # moment later. Its lease is released once they are (not found still there).
+            # The sandbox is gone with its command; the kernel ends what was left in it (in
+            # its session or not) a moment later. Its lease is released once they are (not
+            # found still there).
             for pid, since in seen:
                 procs.wait_gone(pid, since, deadline=10.0)
+            held.wait_leftovers_gone(deadline=10.0)
             return code
     finally:
         watcher.stop()
@@ -307,6 +309,8 @@ def run_inside(
             break
         seq = int(found["admitted"])
         env = {**os.environ, LEASE_ENV: lease_env(seq)}
+        if found.get("ledger"):
+            env[LEDGER_ENV] = str(found["ledger"])
 
         def started(pid: int, own_session: bool) -> None:
             if not found.get("inherited"):

@@ -18,7 +18,7 @@ from typing import Any
 
 from laneboard.core.adapters import confine
 from laneboard.core.adapters.config import state_dir
-from laneboard.core.adapters.leases import LEASE_ENV, Cancelled, Held, lease_env
+from laneboard.core.adapters.leases import Cancelled, Held
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.process import find_command, start_gated, stop_group
 from laneboard.core.adapters.repo import RepoContext
@@ -111,7 +111,7 @@ def run_logged(
         "LANEBOARD_TASK_ID": task.id,
         "LANEBOARD_WORKTREE": str(cwd),
         "LANEBOARD_ROOT": str(ctx.root),
-        LEASE_ENV: lease_env(held.lease.seq),
+        **held.store.marker(held.lease.seq),
     }
     executable = find_command(argv[0])
     if executable is None:
