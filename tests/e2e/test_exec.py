@@ -13,6 +13,7 @@ from typing import TextIO
 
 import pytest
 
+from laneboard.core.adapters import procs
 from laneboard.core.adapters.db import Database, default_path
 from laneboard.core.adapters.leases import LeaseStore
 from laneboard.core.domain.lanes import Lease, LeaseState
@@ -550,14 +551,19 @@ def test_a_lane_asked_for_two_commands_deep_is_the_outer_ones_and_runs_under_it(
 def test_a_confined_command_and_its_jobs_end_with_their_holder(board: Path, cli, spawn) -> None:  # type: ignore[no-untyped-def]
     """Confined, a lane command and everything it starts are one PID namespace: a background
     job ends with the command, and a killed `laneboard exec` takes its command with it
-    (`--die-with-parent`); either way the lane is free again at once, nothing left running."""
+    (`--die-with-parent`); either way nothing is left running and the lane is free again.
+    (Was flaky: the pass ran right after `exec` died, while the kernel was still ending the
+    sandbox it took along; it waits for that now, without ending anything itself.)"""
     job = "sleep 300 & echo started"
     assert cli("exec", "--lane", "a", "--", "sh", "-c", job).code == 0
     assert cli("exec", "--lane", "a", "--timeout", "5", "--", "true").code == 0
     a = spawn("a")
     first = _seq_of(a)
+    command = _lease(first)
+    assert command.child_pid is not None
     a.signal(signal.SIGKILL)
     assert a.wait() == -signal.SIGKILL
+    assert procs.wait_gone(command.child_pid, command.child_start, deadline=DEADLINE)
     _store().run_pass()
     assert _lease(first).state is LeaseState.RELEASED
     assert cli("exec", "--lane", "a", "--timeout", "5", "--", "true").code == 0
