@@ -32,7 +32,7 @@ from pathlib import Path
 from sqlite3 import Connection, Row
 from typing import Any
 
-from laneboard.core.adapters import procs
+from laneboard.core.adapters import process, procs
 from laneboard.core.adapters.db import Database, from_db, journal, to_db
 from laneboard.core.domain import lanes
 from laneboard.core.domain.errors import LaneboardError, WaitTimeout
@@ -132,6 +132,16 @@ def leftovers(lease: Lease, ledger: str) -> dict[int, int | None]:
         found[marked.pid] = marked.start
     found.pop(os.getpid(), None)  # a nested command's laneboard carries it too: not itself
     return found
+
+
+def strays(lease: Lease, ledger: str) -> dict[int, int | None]:
+    """The processes carrying the lease's id outside its command's process group: what a
+    signal passed on to that group does not reach."""
+    return {
+        marked.pid: marked.start
+        for marked in followers(lease, ledger)
+        if marked.pgid != lease.pgid and marked.pid != os.getpid()
+    }
 
 
 class LeaseReleased(LaneboardError):
@@ -626,6 +636,14 @@ class Held:
         if not self.inherited:
             self.store.set_child(self.lease.seq, pid, own_session)
 
+    def stop_leftovers(self, grace: float = 5.0) -> None:
+        """Stop everything the command left running, in its group or out of it (SIGTERM, then
+        SIGKILL after `grace` seconds). Nothing for an inherited lease: what runs under the
+        outer lease is its command's, not this block's."""
+        if not self.inherited:
+            lease = self.store.get(self.lease.seq)
+            process.end(leftovers(lease, self.store.ledger), grace)
+
     def wait_leftovers_gone(self, deadline: float) -> bool:
         """Wait up to `deadline` seconds until nothing the command started runs (a sandbox's
         processes, which the kernel ends a moment after its command); True when nothing does."""
@@ -638,6 +656,13 @@ class Held:
                 return False
             time.sleep(0.01)
         return True
+
+    def pass_on(self, signum: int) -> None:
+        """Send `signum` to the processes carrying this lease outside its command's process
+        group (a signal passed on to the group does not reach them)."""
+        if not self.inherited:
+            lease = self.store.get(self.lease.seq)
+            process.signal_each(strays(lease, self.store.ledger), signum)
 
 
 @contextmanager

@@ -14,11 +14,12 @@ from __future__ import annotations
 import errno
 import os
 import signal
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from laneboard.core.adapters import procs
 from laneboard.core.domain.errors import LaneboardError
 
 if TYPE_CHECKING:
@@ -71,6 +72,7 @@ def spawn_and_wait(
     output: int | None = None,
     tick: Callable[[], None] | None = None,
     own_group: bool = True,
+    passed_on: Callable[[int], None] | None = None,
 ) -> int:
     """Run the command and return its exit status (128+N if signal N killed it). It gets our
     stdio unless `stdin` or `output` (for both stdout and stderr) give file descriptors.
@@ -83,8 +85,9 @@ def spawn_and_wait(
     and we are in its foreground, the command is given the foreground (Ctrl-C and Ctrl-Z reach
     it as they would from a shell; a stopped command stops us too, and `fg` resumes both), and
     the terminal is taken back when it ends. SIGINT, SIGTERM and SIGHUP that reach us, the
-    hang-up of a killed tmux pane included, are passed on to the command's group. `tick` is
-    called a few times a second while the command runs.
+    hang-up of a killed tmux pane included, are passed on to the command's group, and then
+    given to `passed_on` (which passes them on to what left the group). `tick` is called a
+    few times a second while the command runs.
     """
     watched = {*FORWARDED, signal.SIGCHLD}
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, {*watched, signal.SIGTTOU})
@@ -143,6 +146,8 @@ def spawn_and_wait(
             if info is None or info.si_signo == signal.SIGCHLD:
                 continue
             _forward(pid, info.si_signo, own_group)
+            if passed_on is not None:
+                passed_on(info.si_signo)
     finally:
         if foreground is not None:
             with suppress(OSError):
@@ -290,3 +295,32 @@ def stop_group(proc: subprocess.Popen[bytes], grace: float = 5.0) -> None:
                 return
             time.sleep(0.02)
     proc.poll()
+
+
+def signal_each(processes: Mapping[int, int | None], signum: int) -> None:
+    """Send `signum` to each of `processes` (pid: start time) that is still the process it
+    names: a pid reused by another program since is left alone."""
+    for pid, start in processes.items():
+        if procs.alive(pid, start):
+            with suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
+
+
+def end(processes: Mapping[int, int | None], grace: float = 5.0) -> bool:
+    """End each of `processes` (pid: start time): SIGTERM, then SIGKILL to those still there
+    after `grace` seconds. True once none is left; False when some outlive SIGKILL by `grace`
+    (stuck in the kernel)."""
+    import time
+
+    left = dict(processes)
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        signal_each(left, signum)
+        deadline = time.monotonic() + grace
+        while True:
+            left = {pid: start for pid, start in left.items() if procs.alive(pid, start)}
+            if not left:
+                return True
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+    return False

@@ -23,7 +23,6 @@ ignored file) is not removed: the cancel is refused and nothing changes.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 
@@ -212,20 +211,18 @@ def _agent_alive(runtime: Runtime, task: Task) -> bool:
 def _stop_orphaned_setup(ctx: RepoContext, ledger: Ledger, task: Task) -> None:
     """The provisioning process died while its setup command ran: the command's processes,
     left running, hold the task's lane. They are the cancelled setup's own (their process
-    group, started after it): stop them, as the live owner would have."""
+    group, started after it, or carrying its lease's id): stop them, as the live owner would
+    have."""
     import signal
 
-    from laneboard.core.adapters.leases import LeaseStore, remaining
+    from laneboard.core.adapters.leases import LeaseStore, leftovers
+    from laneboard.core.adapters.process import signal_each
 
     store = LeaseStore(ledger.database, ctx.settings.lanes.slots)
     for lease in store.active(ctx.repo.id):
         if lease.lane != task.id or procs.alive(lease.holder_pid, lease.holder_start):
             continue
-        for pid in remaining(lease, store.ledger):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                continue
+        signal_each(leftovers(lease, store.ledger), signal.SIGKILL)
 
 
 def _take_over_provisioning(

@@ -164,6 +164,7 @@ def run(
                 env,
                 held.record_child,
                 own_group=not held.inherited,
+                passed_on=held.pass_on,
             )
         else:
             held.exit_code = _run_confined(store, target, settings, box, command, env, held)

@@ -99,8 +99,9 @@ def run_logged(
 ) -> dict[str, Any]:
     """Run `argv` in `cwd` as the command of `held` (a setup or a gate), its output going to
     `log` and, as it comes, to `ctx.on_output`; stopped (its whole group) when `ctx.cancel` is
-    set or the caller is interrupted; with `leftovers`, whatever it left running in its group
-    is stopped when it exits (a gate's stray test servers); `stop`, looked at every tick, stops
+    set or the caller is interrupted, and with it whatever it started that carries its lease
+    (`Held.stop_leftovers`: a `setsid` child too); with `leftovers`, all of that is stopped
+    when it exits as well (a gate's stray test servers); `stop`, looked at every tick, stops
     it too (the task was cancelled: `CancelRequested`); with a `box` that confines, it runs in
     that sandbox (no channel: it asks nothing of laneboard). Returns what the journal keeps: the
     command, exit code (128+N for signal N), the output's tail and the log's path."""
@@ -151,9 +152,11 @@ def run_logged(
                     continue
         except BaseException:
             stop_group(proc)  # interrupted or cancelled: the command goes too
+            held.stop_leftovers()
             raise
         if leftovers:
             stop_group(proc)
+            held.stop_leftovers()
         stream()
     code = code if code >= 0 else 128 - code
     held.exit_code = code

@@ -9,6 +9,7 @@ is on an event (a FIFO, a pidfd, a line of output) with a generous deadline.
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import shlex
@@ -179,6 +180,71 @@ def test_a_lease_id_of_another_ledger_or_lease_keeps_nothing(board: Path, spawn,
     assert a.wait() == 0
     released = _lease(seq)
     assert (released.state, released.release_reason) == (LeaseState.RELEASED, "exited")
+
+
+def test_stopping_exec_stops_what_left_its_session(board: Path, spawn, fifo, reap) -> None:
+    """A signal `exec` passes on to its command's process group reaches the command's
+    `setsid` children too: stopping a lease's command stops all of it."""
+    ready, ready_fd = fifo("ready")
+    script = _setsid(f"echo $$ > {ready}; exec sleep 300") + " echo started; read line"
+    a = spawn("exec", "--lane", "a", "--", "sh", "-c", script)
+    a.expect(r"^started$")
+    child = reap(int(_line(ready_fd)))
+    lease = _last_exec()
+    with _exited(child):
+        a.signal(signal.SIGTERM)
+        assert a.wait() == 128 + signal.SIGTERM
+    released = _lease(lease.seq)
+    assert (released.state, released.release_reason) == (LeaseState.RELEASED, "exited")
+
+
+def test_an_interrupted_setup_stops_its_setsid_children(repo: Path, cli, fifo, reap) -> None:
+    """`new` stopped while its setup command runs (SIGTERM unwinds like Ctrl-C) stops the setup
+    and what it started in a session of its own; the setup's lane is free again."""
+    ready, ready_fd = fifo("ready")
+    gate, _gate_fd = fifo("gate")
+    setup = _setsid(f"echo $$ > {ready}; exec sleep 300") + f" read x < {gate}"
+    (repo / ".laneboard.toml").write_text(
+        UNCONFINED + f"[provision]\nsetup = {json.dumps(['sh', '-c', setup])}\n"
+    )
+    new = Spawned(["new", "s", "--no-start"], repo)
+    try:
+        child = reap(int(_line(ready_fd)))
+        lease = next(x for x in _store().active() if x.kind.value == "setup")
+        with _exited(child):
+            new.signal(signal.SIGTERM)
+            assert new.wait() != 0
+    finally:
+        new.close()
+    assert _lease(lease.seq).state is LeaseState.RELEASED
+
+
+def test_cancelling_an_orphaned_setup_stops_its_setsid_children(
+    repo: Path, cli, fifo, reap
+) -> None:
+    """`new` killed while its setup runs: `cancel` takes the provisioning over and stops what
+    the setup left running, in its session and out of it, before it removes the worktree."""
+    ready, ready_fd = fifo("ready")
+    gate, _gate_fd = fifo("gate")
+    setup = _setsid(f"echo $$ > {ready}; exec sleep 300") + f" read x < {gate}"
+    (repo / ".laneboard.toml").write_text(
+        UNCONFINED + f"[provision]\nsetup = {json.dumps(['sh', '-c', setup])}\n"
+    )
+    new = Spawned(["new", "s", "--no-start"], repo)
+    try:
+        child = reap(int(_line(ready_fd)))
+        lease = next(x for x in _store().active() if x.kind.value == "setup")
+        new.signal(signal.SIGKILL)
+        assert new.wait() == -signal.SIGKILL
+    finally:
+        new.close()
+    _store().run_pass()
+    assert _lease(lease.seq).state is LeaseState.RUNNING  # its setup and child still run
+    with _exited(child):
+        result = cli("cancel", "s")
+        assert result.code == 0, result.err
+    assert _lease(lease.seq).state is LeaseState.RELEASED
+    assert not (repo / ".worktrees" / "s").exists()
 
 
 def test_a_setsid_child_asking_for_its_own_lane_runs_under_the_lease_it_keeps(
