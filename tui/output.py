@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from laneboard.core.domain.agents import AgentState, State
-from laneboard.core.domain.lanes import Lease
+from laneboard.core.domain.lanes import Lease, Lingering
 from laneboard.core.domain.models import Event, Repo, Task
 from laneboard.core.domain.verdict import Verdict
 from laneboard.core.domain.views import (
@@ -323,7 +323,9 @@ def findings_document(found: list[tuple[Repo, Finding]]) -> dict[str, Any]:
     }
 
 
-def lease_json(lease: Lease) -> dict[str, Any]:
+def lease_json(lease: Lease, lingering: tuple[Lingering, ...] = ()) -> dict[str, Any]:
+    """A lease as scripts read it; `lingering` are the processes that keep it after its command
+    exited (`lanes` looks for them)."""
     return {
         "seq": lease.seq,
         "lane": lease.lane,
@@ -336,6 +338,7 @@ def lease_json(lease: Lease) -> dict[str, Any]:
         "admitted_at": iso(lease.admitted_at),
         "exit_code": lease.exit_code,
         "wait_reason": lease.wait_reason.as_dict() if lease.wait_reason else None,
+        "lingering": [{"pid": found.pid, "command": found.command} for found in lingering],
     }
 
 
@@ -352,7 +355,7 @@ def lanes_document(report: LanesView) -> dict[str, Any]:
                     {
                         "lane": view.label,
                         "task_id": view.task_id,
-                        "running": [lease_json(x) for x in view.running],
+                        "running": [lease_json(x, view.left_by(x)) for x in view.running],
                         "waiting": [lease_json(x) for x in view.waiting],
                     }
                     for view in views
@@ -453,11 +456,16 @@ def lanes_text(report: LanesView) -> str:
                 lines.append(f"  {view.label:<20} idle")
             for lease in view.running:
                 command = shlex.join(lease.command)
-                pid = lease.child_pid or lease.holder_pid
+                left = view.left_by(lease)
+                now = f"pid {lease.child_pid or lease.holder_pid}"
+                if left:  # the command is gone: what it left running keeps the lane
+                    now = "exited" if lease.exit_code is None else f"exited {lease.exit_code}"
                 lines.append(
                     f"  {view.label:<20} running #{lease.seq} `{command}` "
-                    f"(pid {pid}, {age(lease.admitted_at)})"
+                    f"({now}, {age(lease.admitted_at)})"
                 )
+                for found in left:
+                    lines.append(f"  {'':<20}   left running: pid {found.pid} `{found.command}`")
             for lease in view.waiting:
                 command = shlex.join(lease.command)
                 lines.append(

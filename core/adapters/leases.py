@@ -43,6 +43,7 @@ from laneboard.core.domain.lanes import (
     Lease,
     LeaseKind,
     LeaseState,
+    Lingering,
     WaitReason,
 )
 from laneboard.core.domain.values import value
@@ -226,6 +227,19 @@ class LeaseStore:
             (repo_id, repo_id),
         )
         return [lease_from_row(r) for r in rows]
+
+    def lingering(self, lease: Lease) -> tuple[Lingering, ...]:
+        """What keeps a running lease whose command has exited: each process it left running
+        (in its group, or carrying its id), with its command line. Empty while the command
+        runs (its pid says where the lease is) and for a lease that started none."""
+        if lease.state is not LeaseState.RUNNING or lease.child_pid is None:
+            return ()
+        if procs.alive(lease.child_pid, lease.child_start):
+            return ()
+        return tuple(
+            Lingering(lease.seq, pid, procs.command_line(pid))
+            for pid in sorted(leftovers(lease, self.ledger))
+        )
 
     def outer(self, claim: Claim | None = None) -> Lease | None:
         """The running lease this process (or the process a `claim` is about) runs under: the

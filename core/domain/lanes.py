@@ -275,6 +275,18 @@ class Lease:
 
 
 @value
+class Lingering:
+    """A process that keeps a lease after the lease's command has exited: one it started, left
+    in its process group or session, or gone from them (`setsid`, a daemon's double fork) and
+    found by the lease's id in its environment."""
+
+    lease: int
+    pid: int
+    command: str
+    """Its command line, as `/proc/<pid>/cmdline` has it (or its name)."""
+
+
+@value
 class WaitReason:
     """Why a waiting lease waits, as data: what kind of wait, for which lease and command, and
     since when this same reason has held."""

@@ -7,7 +7,7 @@ connection, a handle or a lock, so a worker thread can hand one to the UI thread
 from __future__ import annotations
 
 from laneboard.core.domain.agents import State
-from laneboard.core.domain.lanes import Lease
+from laneboard.core.domain.lanes import Lease, Lingering
 from laneboard.core.domain.models import Event, Relocation, Repo, Task
 from laneboard.core.domain.review import FileChange
 from laneboard.core.domain.values import field, value
@@ -62,6 +62,12 @@ class LaneView:
     task_id: str | None
     running: tuple[Lease, ...] = ()
     waiting: tuple[Lease, ...] = ()
+    lingering: tuple[Lingering, ...] = ()
+    """Processes that keep a running lease whose command has exited (`laneboard lanes` looks;
+    the board does not)."""
+
+    def left_by(self, lease: Lease) -> tuple[Lingering, ...]:
+        return tuple(found for found in self.lingering if found.lease == lease.seq)
 
 
 @value

@@ -566,23 +566,37 @@ class Service(AgentCommands, ReviewCommands, DelegationCommands):
     def _active(self) -> list[Lease]:
         return self._store().active()
 
-    def _lane_views(self, repo: Repo, active: list[Lease]) -> list[LaneView]:
+    def _lane_views(
+        self, repo: Repo, active: list[Lease], store: LeaseStore | None = None
+    ) -> list[LaneView]:
+        """The repo's lanes with their leases; with `store`, also what keeps each running
+        lease whose command has exited (a look at the process table: `lanes`, not the board's
+        every refresh)."""
         mine = [lease for lease in active if lease.repo_id == repo.id]
         lanes: list[tuple[str | None, str]] = [(None, "root"), (INTEGRATION_LANE, "integration")]
         lanes += [(t.id, t.name) for t in self._ledger().tasks(repo.id, include_retired=False)]
-        return [
-            LaneView(
-                label=label,
-                task_id=None if lane == INTEGRATION_LANE else lane,
-                running=tuple(x for x in mine if x.lane == lane and x.state is LeaseState.RUNNING),
-                waiting=tuple(x for x in mine if x.lane == lane and x.state is LeaseState.WAITING),
+        views: list[LaneView] = []
+        for lane, label in lanes:
+            running = tuple(x for x in mine if x.lane == lane and x.state is LeaseState.RUNNING)
+            views.append(
+                LaneView(
+                    label=label,
+                    task_id=None if lane == INTEGRATION_LANE else lane,
+                    running=running,
+                    waiting=tuple(
+                        x for x in mine if x.lane == lane and x.state is LeaseState.WAITING
+                    ),
+                    lingering=tuple(found for x in running for found in store.lingering(x))
+                    if store is not None
+                    else (),
+                )
             )
-            for lane, label in lanes
-        ]
+        return views
 
     def lanes(self, where: RepoRef | None) -> LanesView:
         """The root lane and each live task's worktree lane, per repo (one, or all), with their
-        running and waiting leases, as the last admission pass left them (read only)."""
+        running and waiting leases, as the last admission pass left them (read only), and the
+        processes that keep a lease whose command has exited."""
         store = self._store()
         if where is not None:
             ctx = self._open(where)
@@ -591,7 +605,7 @@ class Service(AgentCommands, ReviewCommands, DelegationCommands):
         else:
             repos = self._ledger().repos()
         active = store.active()
-        views = tuple((repo, tuple(self._lane_views(repo, active))) for repo in repos)
+        views = tuple((repo, tuple(self._lane_views(repo, active, store))) for repo in repos)
         used = sum(1 for lease in active if lease.state is LeaseState.RUNNING)
         return LanesView(slots=store.slots, used=used, repos=views)
 

@@ -145,6 +145,15 @@ def test_a_setsid_child_keeps_the_lane_until_it_exits(board: Path, cli, spawn, f
     _store().run_pass()
     assert _lease(lease.seq).state is LeaseState.RUNNING
 
+    report = json.loads(cli("lanes", "--json").out)
+    lanes = {lane["lane"]: lane for lane in report["repos"][0]["lanes"]}
+    (running,) = lanes["a"]["running"]
+    assert running["seq"] == lease.seq
+    assert {"pid": child, "command": f"sh -c {shlex.quote(inner)}"} in running["lingering"]
+    text = cli("lanes").out
+    assert f"running #{lease.seq} " in text and "(exited 0, " in text
+    assert f"left running: pid {child} `sh -c {shlex.quote(inner)}`" in text
+
     waiter = spawn("exec", "--lane", "a", "--", sys.executable, AGENT)
     waiter.expect(rf"waiting for its lane: conflict with #{lease.seq} ", "err")
     with _exited(child):
