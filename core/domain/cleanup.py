@@ -64,6 +64,9 @@ class BlockerKind(StrEnum):
     """The branch tip is not the tip recorded before removal."""
     BRANCH_IN_USE = "branch-in-use"
     """The branch is checked out, or under rebase or bisect, in some worktree."""
+    MOVED = "moved"
+    """The worktree was moved by hand: a checkout elsewhere still leads into its admin dir (its
+    index, HEAD and the branch it has checked out), which removal would break."""
 
 
 SNAPSHOT_LIFTS = frozenset(
@@ -102,6 +105,9 @@ class WorktreeFacts:
 
     exists: bool = True
     registered: bool = True
+    moved_to: str | None = None
+    """Where a checkout gone from its path lives on (moved by hand), found by
+    `facts.moved_checkout`; None when none was found."""
     """git still lists a worktree at the path (a missing one shows as prunable)."""
     created_by_us: bool = True
     verification: str | None = None
@@ -243,6 +249,9 @@ def worktree_blockers(facts: WorktreeFacts, rebuildable: Sequence[str]) -> Decis
     that is gone is judged on what git still holds for it: its lock and its commits."""
     found: list[Blocker] = []
     if not facts.exists:
+        if facts.moved_to is not None:
+            moved = f"moved to {facts.moved_to}; `laneboard doctor --fix` registers it there"
+            found.append(Blocker(BlockerKind.MOVED, moved))
         if facts.registered and facts.lock is not None:
             # A locked worktree may be missing only for now (removable media: what locks are for).
             found.append(Blocker(BlockerKind.LOCKED, f"locked: {facts.lock or '(no reason)'}"))

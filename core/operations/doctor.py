@@ -14,7 +14,7 @@ from pathlib import Path
 
 from laneboard.core.adapters import locks, procs
 from laneboard.core.adapters.config import state_dir
-from laneboard.core.adapters.git import WorktreeEntry, worktree_list
+from laneboard.core.adapters.git import WorktreeEntry, run_git, worktree_list
 from laneboard.core.adapters.leases import LeaseStore
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import RepoContext
@@ -27,6 +27,7 @@ from laneboard.core.operations import discard as removal
 from laneboard.core.operations import finalize, publish
 from laneboard.core.operations.agents import unrecorded_panes
 from laneboard.core.operations.cancel import NOT_STARTED, cancel_requested, unsafe
+from laneboard.core.operations.facts import moved_checkout
 from laneboard.core.operations.provision import (
     branch_message,
     finish,
@@ -297,7 +298,7 @@ def _task_findings(
     if task.state in NOT_STARTED and cancel_requested(ledger, task.id):
         return [_unanswered_cancel(ctx, ledger, task, fix, actor, runtime)]
     if task.live:
-        return _live_task(ctx, task, entries)
+        return _live_task(ctx, ledger, task, entries, live_paths, fix)
     if _leftover(task, entries, live_paths):
         where = task.worktree_path
         return [
@@ -317,11 +318,27 @@ def _leftover(task: Task, entries: dict[str, WorktreeEntry], live_paths: set[str
     return path in entries and path not in live_paths
 
 
-def _live_task(ctx: RepoContext, task: Task, entries: dict[str, WorktreeEntry]) -> list[Finding]:
+def _live_task(
+    ctx: RepoContext,
+    ledger: Ledger,
+    task: Task,
+    entries: dict[str, WorktreeEntry],
+    live_paths: set[str],
+    fix: bool,
+) -> list[Finding]:
     found: list[Finding] = []
     path = os.path.realpath(task.worktree_path)
     gone = not os.path.lexists(task.worktree_path)
-    if gone or path not in entries:
+    moved = moved_checkout(ctx, task) if gone else None
+    if moved is not None:
+        live_paths.add(os.path.realpath(moved))  # not an unregistered directory: the task's
+        detail = (
+            f"{task.worktree_path} was moved to {moved}; --fix registers it there (`discard` "
+            "refuses meanwhile: its checkout still uses the task's admin dir)"
+        )
+        fixed = _register_moved(ctx, ledger, task, moved) if fix else None
+        found.append(Finding("moved-worktree", detail, task.name, task.id, fixed))
+    elif gone or path not in entries:
         what = "is gone" if gone else "is not a worktree git knows"
         found.append(
             Finding(
@@ -341,6 +358,34 @@ def _live_task(ctx: RepoContext, task: Task, entries: dict[str, WorktreeEntry]) 
             Finding("missing-branch", f"branch {task.branch} does not exist", task.name, task.id)
         )
     return found
+
+
+def _register_moved(ctx: RepoContext, ledger: Ledger, task: Task, place: Path) -> str:
+    """Take a checkout moved by hand as the task's worktree where it is now: only the directory
+    laneboard pinned (a move keeps its inode), only inside the task's worktree area (where
+    verification looks), under the root lane; git's links repaired for that one path
+    (`git worktree repair <path>`), verified, then the ledger's path updated (`task.moved`)."""
+    identity = task.identity
+    info = place.lstat()
+    if identity is None or (info.st_dev, info.st_ino) != (identity.dir_dev, identity.dir_ino):
+        return f"not fixed: {place} is not the directory laneboard created for it"
+    area = Path(task.area)
+    if Path(os.path.realpath(area)) not in Path(os.path.realpath(place)).parents:
+        return f"not fixed: {place} is outside the worktree area {area}; move it back there"
+    command = ["git", "worktree", "repair", str(place)]
+    with ctx.lane(ledger, None, LeaseKind.REPAIR, command):
+        run_git(command[1:], cwd=ctx.root, read=False, check=False)
+        verdict = ctx.verify(task, path=place)
+        if not verdict.ok:
+            return f"not fixed: {place} does not verify after `git worktree repair`: {verdict}"
+        ledger.update_task(
+            task.id,
+            actor=Actor.DOCTOR,
+            kind="task.moved",
+            data={"from": task.worktree_path, "to": str(place)},
+            worktree_path=str(place),
+        )
+    return f"registered at {place}"
 
 
 def _take_over(ledger: Ledger, task: Task, fix: bool, verb: str, detail: str) -> Task | Finding:

@@ -168,6 +168,53 @@ def observe(
     return Observation(facts, where, seen, index, index_key)
 
 
+def moved_checkout(ctx: RepoContext, task: Task) -> Path | None:
+    """Where the task's checkout lives on after it was moved by hand (`mv .worktrees/a
+    .worktrees/b`), or None: a directory in the worktree area, beside the recorded path or
+    in the root, that is the directory laneboard pinned (a move keeps its inode) or whose
+    `.git` file leads into the task's admin dir. Not a search of the whole disk: a checkout
+    moved further away is not found (git's own `worktree repair <path>` needs it named too)."""
+    if not task.admin_name:
+        return None
+    admin = os.path.realpath(ctx.common_dir / "worktrees" / task.admin_name)
+    pinned = task.identity
+    recorded = Path(task.worktree_path)
+    seen: set[str] = set()
+    for parent in (Path(task.area), recorded.parent, ctx.root):
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            continue
+        for name in names:
+            place = parent / name
+            key = str(place)
+            if key in seen or place == recorded:
+                continue
+            seen.add(key)
+            try:
+                info = place.lstat()
+            except OSError:
+                continue
+            if not stat.S_ISDIR(info.st_mode):
+                continue
+            if pinned is not None and (info.st_dev, info.st_ino) == (
+                pinned.dir_dev,
+                pinned.dir_ino,
+            ):
+                return place
+            raw = safefs.read_regular(place / ".git", 4096)
+            if raw and raw.startswith(b"gitdir: "):
+                target = os.fsdecode(raw[8:].strip())
+                target = target if os.path.isabs(target) else str(place / target)
+                if os.path.realpath(target) == admin:
+                    return place
+    return None
+
+
+def _str(path: Path | None) -> str | None:
+    return None if path is None else str(path)
+
+
 def _stat_key(path: Path) -> tuple[int, int, int, int] | None:
     try:
         info = path.stat()
@@ -191,6 +238,7 @@ def _gone(
     return WorktreeFacts(
         exists=False,
         registered=entry is not None,
+        moved_to=_str(moved_checkout(ctx, task)),
         lock=_read_lock(admin) if admin is not None else None,
         leases=leases,
         agent=agent,
