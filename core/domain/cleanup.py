@@ -64,6 +64,9 @@ class BlockerKind(StrEnum):
     """The branch tip is not the tip recorded before removal."""
     BRANCH_IN_USE = "branch-in-use"
     """The branch is checked out, or under rebase or bisect, in some worktree."""
+    DEPENDENT = "dependent"
+    """A live task targets this task's branch (a child lands there): removing the branch would
+    leave it nothing to be finalized into."""
     MOVED = "moved"
     """The worktree was moved by hand: a checkout elsewhere still leads into its admin dir (its
     index, HEAD and the branch it has checked out), which removal would break."""
@@ -106,6 +109,8 @@ class WorktreeFacts:
     exists: bool = True
     registered: bool = True
     moved_to: str | None = None
+    dependents: tuple[str, ...] = ()
+    """Live tasks whose target is this task's branch (`facts.dependents`)."""
     """Where a checkout gone from its path lives on (moved by hand), found by
     `facts.moved_checkout`; None when none was found."""
     """git still lists a worktree at the path (a missing one shows as prunable)."""
@@ -248,6 +253,7 @@ def worktree_blockers(facts: WorktreeFacts, rebuildable: Sequence[str]) -> Decis
     """Every reason the worktree may not be removed now (empty when removal is safe). A worktree
     that is gone is judged on what git still holds for it: its lock and its commits."""
     found: list[Blocker] = []
+    found += _each(BlockerKind.DEPENDENT, "live task targets its branch", facts.dependents)
     if not facts.exists:
         if facts.moved_to is not None:
             moved = f"moved to {facts.moved_to}; `laneboard doctor --fix` registers it there"

@@ -30,7 +30,7 @@ from laneboard.core.domain.cleanup import BranchFacts, WorktreeFacts
 from laneboard.core.domain.lanes import LeaseState
 from laneboard.core.domain.models import Task
 from laneboard.core.domain.runtime import Runtime, agent_processes, pane_of
-from laneboard.core.domain.values import field, value
+from laneboard.core.domain.values import field, replace, value
 from laneboard.core.operations.copies import unchanged_copies
 from laneboard.core.operations.provision import LOCK_PREFIX, branch_message
 
@@ -116,8 +116,10 @@ def observe(
         if lease.lane == task.id and lease.state is LeaseState.RUNNING
     )
     agent = tuple(agent_processes(runtime, pane_of(task)))
+    waiting = tuple(f"{t.name} ({t.state.value})" for t in dependents(ledger, task))
     if not os.path.lexists(where):
-        return Observation(_gone(ctx, task, listed(entries, where), leases, agent), where)
+        gone = _gone(ctx, task, listed(entries, where), leases, agent)
+        return Observation(replace(gone, dependents=waiting), where)
     verdict = ctx.verify(task, path=where)
     if not task.worktree_created_by_us or not verdict.ok:
         facts = WorktreeFacts(
@@ -125,6 +127,7 @@ def observe(
             verification=None if verdict.ok else str(verdict),
             leases=leases,
             agent=agent,
+            dependents=waiting,
         )
         return Observation(facts, where)
     seen = known or status(where, ignored=True)
@@ -164,8 +167,20 @@ def observe(
             if Path(os.path.realpath(where)) in Path(os.path.realpath(e.path)).parents
         ),
         unique_commits=tuple(f"{sha[:10]} {subject}" for sha, subject in unique),
+        dependents=waiting,
     )
     return Observation(facts, where, seen, index, index_key)
+
+
+def dependents(ledger: Ledger, task: Task) -> list[Task]:
+    """Live tasks (other than `task`) whose target is `task`'s branch: its children, and any
+    task stacked on it with `--target`."""
+    mine = task.branch.removeprefix("refs/heads/")
+    return [
+        other
+        for other in ledger.tasks(task.repo_id, include_retired=False)
+        if other.id != task.id and (other.target or "").removeprefix("refs/heads/") == mine
+    ]
 
 
 def moved_checkout(ctx: RepoContext, task: Task) -> Path | None:

@@ -64,7 +64,7 @@ from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.domain.runtime import Runtime, agent_processes, pane_of
 from laneboard.core.domain.values import value
 from laneboard.core.operations import confinement
-from laneboard.core.operations.facts import branch_uses
+from laneboard.core.operations.facts import branch_uses, dependents
 from laneboard.core.operations.provision import describe
 from laneboard.core.operations.rebase import refuse_merges
 from laneboard.core.operations.setup import failure, run_logged
@@ -145,6 +145,13 @@ def plan(
         )
     if target == task.branch:
         raise LaneboardError(f"{task.name}: cannot integrate branch {target} into itself")
+    waiting = dependents(ledger, task)
+    if waiting:
+        names = ", ".join(f"{t.name} ({t.state.value})" for t in waiting)
+        raise LaneboardError(
+            f"{task.name}: live task(s) {names} target its branch {task.branch}; what they "
+            "land would miss this finalize: finalize or discard them first"
+        )
     checkout = target_checkout(ctx, ledger, target)
     if checkout is not None:
         refuse_dirty(checkout, target)

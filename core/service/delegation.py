@@ -202,6 +202,39 @@ class DelegationCommands(ServicePart):
         before_agent = now.state in (*cancelling.NOT_STARTED, TaskState.PROVISIONING)
         return before_agent and not cancelling.ever_started(self._ledger(), now)
 
+    def _retarget_children(self, parent: Task) -> list[tuple[Task, str | None]]:
+        """A cancel that removes `parent`'s branch keeps its children: those that land on that
+        branch land on the parent's own target instead, each journalled (`task.retargeted`).
+        Returns each child as it is now with the target it had. Tasks stacked on the branch
+        that are not its children still refuse the cancel."""
+        from laneboard.core.operations.facts import dependents
+
+        ledger = self._ledger()
+        moved: list[tuple[Task, str | None]] = []
+        for child in dependents(ledger, parent):
+            if child.parent_id != parent.id or not parent.target:
+                continue
+            now = ledger.update_task(
+                child.id,
+                actor=self.actor,
+                kind="task.retargeted",
+                data={"from": child.target, "to": parent.target, "why": f"{parent.name} cancelled"},
+                target=parent.target,
+            )
+            moved.append((now, child.target))
+        return moved
+
+    def _retarget_back(self, moved: list[tuple[Task, str | None]], parent: Task) -> None:
+        """The cancel did not remove the parent's branch: its children target it again."""
+        for child, old in moved:
+            self._ledger().update_task(
+                child.id,
+                actor=self.actor,
+                kind="task.retargeted",
+                data={"from": child.target, "to": old, "why": f"{parent.name} kept"},
+                target=old,
+            )
+
     def cancel(
         self,
         where: Path | str | int,
@@ -220,6 +253,7 @@ class DelegationCommands(ServicePart):
         ledger = self._ledger()
         found = self.resolve(where, task)
         notes: list[str] = []
+        retargeted: list[tuple[Task, str | None]] = []
         below = [t for t in self.descendants(found, include_retired=False) if t.live]
         if children == "cancel":
             for child in reversed(below):
@@ -232,12 +266,22 @@ class DelegationCommands(ServicePart):
         elif below:
             names = ", ".join(t.name for t in below)
             notes.append(f"kept its {len(below)} live descendants ({names}); --children cancel")
+        if found.live and self.cancel_removes(found):  # its branch goes: kept children move on
+            retargeted = self._retarget_children(found)
         if not found.live:
             return Outcome(found, self._open(found.repo_id).repo, changed=False, notes=tuple(notes))
         ctx = self._open(found.repo_id)
         ctx.on_wait = on_wait
         before = found.state
-        ended = cancelling.cancel(ctx, ledger, self.runtime, found, self.actor, timeout=timeout)
+        try:
+            ended = cancelling.cancel(ctx, ledger, self.runtime, found, self.actor, timeout=timeout)
+        except BaseException:
+            self._retarget_back(retargeted, found)
+            raise
+        if ended.state is not TaskState.CANCELLED:
+            self._retarget_back(retargeted, found)  # its branch stays: so do their targets
+        else:
+            notes += [f"{child.name} now targets {child.target}" for child, _ in retargeted]
         said = ledger.last_event(ended.id, "task.cancelled")
         if ended.state is TaskState.CANCELLED and said is not None:
             notes = [f"kept: {kept}" for kept in said.data.get("kept") or ()] + notes
