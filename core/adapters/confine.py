@@ -39,6 +39,7 @@ from laneboard.core.domain.confine import (
     no_maintenance,
     seccomp_filter,
 )
+from laneboard.core.domain.identity import TOKEN_FILE
 
 FIX = {
     "uid map": "unprivileged user namespaces are refused (on Ubuntu 23.10+ by AppArmor: "
@@ -370,7 +371,8 @@ def layout(
     # What git outside reads to find a worktree's git dir (`.git`, `commondir`, `gitdir`) and
     # its settings: a task that could flip them between laneboard's verification and its next
     # git run would choose the repository (and its config) that git opens.
-    sealed = [os.path.join(admin, name) for name in ("config.worktree", "commondir", "gitdir")]
+    pointers = ("config.worktree", "commondir", "gitdir", TOKEN_FILE)  # and its pinned token
+    sealed = [os.path.join(admin, name) for name in pointers]
     sealed.append(os.path.join(real(worktree), ".git"))
     sealed += [os.path.join(real(p), KEEP) for p in namespace]
     return Layout(

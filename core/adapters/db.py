@@ -209,6 +209,11 @@ MIGRATIONS: Sequence[str] = (
     ALTER TABLE tasks ADD COLUMN parent_id TEXT REFERENCES tasks(id);
     CREATE INDEX tasks_by_parent ON tasks(parent_id) WHERE parent_id IS NOT NULL;
     """,
+    # 10: the random token laneboard writes into a new worktree's admin dir, part of its pinned
+    # identity (a worktree re-created at the same path may get the same inodes back).
+    """
+    ALTER TABLE tasks ADD COLUMN admin_token TEXT;
+    """,
 )
 
 

@@ -53,6 +53,7 @@ def _task_from_row(row: sqlite3.Row) -> Task:
             dir_ino=row["dir_ino"],
             gitfile_dev=row["gitfile_dev"],
             gitfile_ino=row["gitfile_ino"],
+            admin_token=row["admin_token"],
         )
     data = {key: row[key] for key in row.keys() if key not in Identity.FIELDS}  # noqa: SIM118
     data["identity"] = identity
@@ -62,7 +63,7 @@ def _task_from_row(row: sqlite3.Row) -> Task:
     data["branch_created_by_us"] = bool(row["branch_created_by_us"])
     data["worktree_created_by_us"] = bool(row["worktree_created_by_us"])
     data["confined"] = None if row["confined"] is None else bool(row["confined"])
-    for key in ("dir_dev", "dir_ino", "gitfile_dev", "gitfile_ino"):
+    for key in Identity.FIELDS:
         data.pop(key, None)
     data["state"] = TaskState(data["state"])
     if data["disposition"] is not None:

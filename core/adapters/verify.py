@@ -14,7 +14,7 @@ import stat
 from pathlib import Path
 
 from laneboard.core.adapters import safefs
-from laneboard.core.domain.identity import Identity
+from laneboard.core.domain.identity import TOKEN_FILE, Identity
 from laneboard.core.domain.verdict import Reason, Verdict
 
 MAX_GITFILE_BYTES = 1 << 20
@@ -169,16 +169,24 @@ def _backlink(admin: Path, gitfile: Path) -> None:
 
 
 def _identity(
-    literal: Path, dir_info: os.stat_result, git_info: os.stat_result, pinned: Identity | None
+    literal: Path,
+    dir_info: os.stat_result,
+    git_info: os.stat_result,
+    admin: Path,
+    pinned: Identity | None,
 ) -> Identity:
-    """Step 6: the same directory and `.git` file (device and inode) as laneboard pinned."""
+    """Step 6: the same directory and `.git` file (device and inode) as laneboard pinned, and
+    the admin dir holding the token laneboard wrote there (a re-created worktree may get the
+    inodes back, never the token)."""
+    token = _clean(_read_small(admin / TOKEN_FILE))
     observed = Identity(
         dir_dev=dir_info.st_dev,
         dir_ino=dir_info.st_ino,
         gitfile_dev=git_info.st_dev,
         gitfile_ino=git_info.st_ino,
+        admin_token=token.decode(errors="replace") if token else None,
     )
-    if pinned is not None and observed != pinned:
+    if pinned is not None and not pinned.matches(observed):
         raise _Rejected(
             Reason.IDENTITY_CHANGED,
             f"{literal} is not the directory laneboard created (moved, copied or replaced)",
@@ -205,7 +213,7 @@ def verify_worktree(
         admin = _admin_dir(literal, target, common, admin_name)
         _commondir(admin, common)
         _backlink(admin, literal / ".git")
-        observed = _identity(literal, dir_info, git_info, identity)
+        observed = _identity(literal, dir_info, git_info, admin, identity)
     except _Rejected as rejected:
         return rejected.verdict
     return Verdict(ok=True, admin_name=admin.name, identity=observed)

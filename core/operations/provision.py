@@ -28,9 +28,11 @@ from laneboard.core.adapters.leases import LeaseStore
 from laneboard.core.adapters.ledger import Ledger, NameTaken, new_task_id
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.identity import TOKEN_FILE
 from laneboard.core.domain.lanes import Lease, LeaseKind
 from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.domain.names import branch_for
+from laneboard.core.domain.values import replace
 from laneboard.core.operations import cancel
 from laneboard.core.operations.copies import copy_files
 from laneboard.core.operations.setup import run_setup
@@ -330,14 +332,22 @@ def _pin(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> Task:
         raise LaneboardError(f"the new worktree failed verification: {verdict}")
     if task.identity is not None:
         return task
-    assert verdict.identity is not None
+    assert verdict.identity is not None and verdict.admin_name is not None
+    token = os.urandom(16).hex()
+    admin = ctx.common_dir / "worktrees" / verdict.admin_name
+    fd = os.open(admin / TOKEN_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
+    try:
+        os.write(fd, token.encode() + b"\n")
+    finally:
+        os.close(fd)
+    identity = replace(verdict.identity, admin_token=token)
     return ledger.update_task(
         task.id,
         actor=actor,
         kind="worktree.pinned",
-        data={"admin_name": verdict.admin_name, **verdict.identity.as_dict()},
+        data={"admin_name": verdict.admin_name, **identity.as_dict()},
         admin_name=verdict.admin_name,
-        identity=verdict.identity,
+        identity=identity,
     )
 
 
