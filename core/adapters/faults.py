@@ -32,6 +32,8 @@ POINTS = (
     "discard.after_quarantine",
     "discard.after_snapshot",
     "discard.before_remove",
+    "discard.after_verify",
+    "discard.after_detach",
     "discard.after_worktree_remove",
     "discard.before_branch_delete",
     "finalize.after_intent",

@@ -56,7 +56,7 @@ from laneboard.core.domain.cleanup import (
     branch_blockers,
     worktree_blockers,
 )
-from laneboard.core.domain.errors import GitError, LaneboardError
+from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.lanes import Lease, LeaseKind, LeaseState
 from laneboard.core.domain.lifecycle import check_transition
 from laneboard.core.domain.models import Actor, Task, TaskState
@@ -137,6 +137,10 @@ def _refuse_unsettled(task: Task) -> None:
         raise LaneboardError(
             f"discarding {task.name} was interrupted; `laneboard doctor --fix` finishes it"
         )
+
+
+REMOVING_PREFIX = ".laneboard-removing-"
+"""The name a saved worktree is renamed to just before its files are deleted (`_detach`)."""
 
 
 def quarantine_for(task: Task) -> Path:
@@ -289,6 +293,11 @@ class Discard:
         """`original`, `quarantine` (verified there), `leftover` (the quarantine directory, by its
         pinned inode, after git lost its `.git` half-way through removal) or `missing`."""
         q = self.quarantine
+        for detached in self._detached():
+            # A crash between `_detach`'s rename and the end of its removal: put it back where
+            # the quarantine was, and go on from there (saved again, or its leftovers saved).
+            if q is not None and not os.path.lexists(q) and self._ours(detached):
+                os.rename(detached, q)
         if q is not None and os.path.lexists(q):
             verdict = self.ctx.verify(self.task, path=q)
             if verdict.ok:
@@ -307,6 +316,14 @@ class Discard:
                 raise self._stop_hard(f"verification: {verdict}")
             return "original"
         return "missing"
+
+    def _detached(self) -> list[Path]:
+        """Where `_detach` renamed the worktree, by the journal, after this discard's intent."""
+        return [
+            Path(e.data["detached"])
+            for e in self.ledger.events(self.task.id)
+            if e.kind == "worktree.removing" and e.seq > self.intent_seq and e.data.get("detached")
+        ]
 
     def _removal_started(self) -> bool:
         """`git worktree remove` may have run: the journal says so after the intent."""
@@ -383,10 +400,12 @@ class Discard:
             if now.ignored != seen.status.ignored or not snapshot.unchanged_since(q, captured, now):
                 known = now  # something changed after the look: look again
                 continue
+            doomed = q.with_name(f"{REMOVING_PREFIX}{self.task.id}-{os.urandom(4).hex()}")
             self._journal(
                 "worktree.removing",
                 {
                     "path": str(q),
+                    "detached": str(doomed),
                     "original": str(self.original),
                     "branch": self.task.branch,
                     "tip": self.intent.get("tip"),
@@ -398,18 +417,11 @@ class Discard:
             verdict = self.ctx.verify(self.task, path=q)  # right before: still the pinned tree
             if not verdict.ok:
                 raise self._stop_hard(f"worktree changed during discard: {verdict}")
-            try:
-                # Without --force whenever git's own check can agree (nothing lifted, nothing of
-                # laneboard's untracked there): then git refuses anything that appeared since.
-                worktree_remove(self.ctx.root, q, force=not seen.status.clean)
-            except GitError:
-                if self.ctx.verify(self.task, path=q).ok:
-                    known = None  # git refused before deleting anything: look again
-                    continue
-                if self._ours(q):
-                    self._remove_leftovers(q)
-                    return
-                raise
+            faults.checkpoint("discard.after_verify")
+            if not self._detach(q, doomed, captured):
+                known = None  # something changed, or it was put back: look again
+                continue
+            self._unregister(q)
             self._removed(q)
             return
         raise self._stop(
@@ -417,6 +429,44 @@ class Discard:
                 (Blocker(BlockerKind.PROCESS, "the worktree kept changing while it was saved"),)
             )
         )
+
+    def _detach(self, q: Path, doomed: Path, captured: snapshot.Capture) -> bool:
+        """Remove the saved worktree through handles that cannot be swapped underneath: rename
+        whatever is at `q` to the unguessable `doomed` beside it, open that without following
+        a link, and go on only if it is the directory laneboard pinned and still exactly as
+        saved (a file written into it at the last moment, before the rename, is seen here; one
+        written after cannot find it). Anything else is renamed back (False: look again) or,
+        when it is not ours at all, refused. Then the tree is deleted below the opened
+        directory (`rmtree` by descriptors, never entering a link)."""
+        area = safefs.open_dir(q.parent)
+        if area is None:
+            raise self._stop_hard(f"{q.parent} is not a directory")
+        try:
+            os.rename(q.name, doomed.name, src_dir_fd=area, dst_dir_fd=area)
+            faults.checkpoint("discard.after_detach")
+            top = safefs.open_dir(doomed.name, area)
+            pinned = self.task.identity
+            info = os.fstat(top) if top is not None else None
+            ours = (
+                info is not None
+                and pinned is not None
+                and (info.st_dev, info.st_ino) == (pinned.dir_dev, pinned.dir_ino)
+            )
+            if top is not None:
+                os.close(top)
+            if not ours:
+                os.rename(doomed.name, q.name, src_dir_fd=area, dst_dir_fd=area)
+                raise self._stop_hard(f"{q} was replaced during discard; left in place")
+            now = status(doomed, ignored=True)
+            if now.ignored != captured.status.ignored or not snapshot.unchanged_since(
+                doomed, captured, now
+            ):
+                os.rename(doomed.name, q.name, src_dir_fd=area, dst_dir_fd=area)
+                return False
+            shutil.rmtree(doomed.name, dir_fd=area)
+        finally:
+            os.close(area)
+        return True
 
     def _removed(self, where: Path) -> None:
         self._journal(

@@ -57,6 +57,9 @@ def diagnose(ctx: RepoContext, ledger: Ledger, *, fix: bool, runtime: Runtime) -
             intent_event = ledger.last_event(task.id, "discard.intent")
             if intent_event is not None and intent_event.data.get("quarantine"):
                 live_paths.add(os.path.realpath(intent_event.data["quarantine"]))
+            removing = ledger.last_event(task.id, "worktree.removing")
+            if removing is not None and removing.data.get("detached"):  # renamed, then a crash
+                live_paths.add(os.path.realpath(removing.data["detached"]))
 
     for task in tasks:
         try:

@@ -283,3 +283,52 @@ def test_the_journal_says_intent_then_removing_then_removed_with_path_branch_and
     assert by_kind["worktree.removed"]["path"] == str(worktree)
     assert by_kind["worktree.removed"]["branch"] == "lb/t/work"
     assert by_kind["branch.deleted"]["tip"] == tip
+
+
+@pytest.mark.parametrize("point", ["discard.before_remove", "discard.after_verify"])
+@pytest.mark.parametrize("swap", ["directory", "symlink"])
+def test_with_force_a_directory_swapped_in_at_the_last_moment_is_never_deleted(
+    repo: Path, cli, worktree: Path, pause, tmp_path: Path, swap: str, point: str
+) -> None:
+    """Was lost: the quarantine replaced between the last verification and `git worktree remove
+    --force` (by another directory, or a link to one holding a copied `.git`) had its files
+    deleted, in no snapshot. Now the removal renames whatever is there to a name of its own,
+    opens it without following a link and removes it only if it is the pinned directory."""
+    (worktree / "wip.txt").write_text("lifted by --force\n")
+    held = pause(point)  # before its last verification, and after it
+    running = _discard(repo, "--force", env=held.env)
+    held.reached()
+    quarantine = next(Path(repo, ".worktrees").glob(".discarding-*"))
+    aside = tmp_path / "aside"
+    os.rename(quarantine, aside)  # the real one, out of the way
+    planted = tmp_path / "precious" if swap == "symlink" else quarantine
+    planted.mkdir()
+    shutil.copy(aside / ".git", planted / ".git")
+    (planted / "precious.txt").write_text("nobody saved this\n")
+    if swap == "symlink":
+        quarantine.symlink_to(planted)
+    held.go()
+    _, err = running.communicate(timeout=30)
+    assert running.returncode == 1, err
+    assert "changed during discard" in err or "replaced during discard" in err, err
+    assert (planted / "precious.txt").read_text() == "nobody saved this\n"
+    assert (aside / "wip.txt").read_text() == "lifted by --force\n"
+
+
+def test_with_force_a_file_written_as_the_removal_begins_is_saved(
+    repo: Path, cli, worktree: Path, pause
+) -> None:
+    """A file that lands in the worktree after the last check but before it is renamed away
+    is seen in its new place: it is put back and saved in a fresh snapshot before removal."""
+    (worktree / "first.txt").write_text("lifted by --force\n")
+    held = pause("discard.before_remove")
+    running = _discard(repo, "--force", env=held.env)
+    held.reached()
+    quarantine = next(Path(repo, ".worktrees").glob(".discarding-*"))
+    (quarantine / "late.txt").write_text("written as the removal began\n")
+    held.go()
+    _, err = running.communicate(timeout=30)
+    assert running.returncode == 0, err
+    saved = _snapshot_files(repo, _snapshots(repo)[-1])
+    assert saved["late.txt"] == b"written as the removal began\n"
+    assert not list(Path(repo, ".worktrees").iterdir())
