@@ -758,6 +758,11 @@ def test_a_lease_whose_block_ended_is_kept_only_by_what_its_command_left_running
     assert cli("new", "a", "--no-start").code == 0
     gone = cli("discard", "a")
     assert gone.code == 0, gone.err
+    assert show(cli, "a")["state"] == "discarded"
+    kinds = [e["kind"] for e in json.loads(cli("log", "a", "--json").out)["events"]]
+    # The setup's lease was released (its sleep over) before the discard's intent, not after.
+    assert "lease.released" in kinds and "discard.intent" in kinds, kinds
+    assert kinds.index("lease.released") < kinds.index("discard.intent"), kinds
 
 
 def test_a_forged_registration_is_never_taken_for_the_scratch_worktree(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
