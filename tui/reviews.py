@@ -136,7 +136,8 @@ def review_text(task: Task, seen: Review, now: float | None = None) -> str:
 
 
 def conflicts_document(report: list[tuple[Repo, Radar]]) -> dict[str, Any]:
-    """`conflicts/1`: per repo, each task against its target (`other` null) and each pair."""
+    """`conflicts/1`: per repo, each task with work of its own against its target (`other`
+    null), and each pair of them with the same target, on their own work."""
     return {
         "schema": schema("conflicts"),
         "repos": [
@@ -170,10 +171,13 @@ def conflicts_text(report: list[tuple[Repo, Radar]], targets: dict[str, str | No
         lines.append(repo.root)
         clean = 0
         for o in radar.overlaps:
+            other = o.other or f"target {targets.get(o.task_id) or '?'}"
+            if o.check.clean and o.check.problem:
+                lines.append(f"  {o.task} <-> {other}: {shown(o.check.problem)}")
+                continue
             if o.check.clean:
                 clean += 1
                 continue
-            other = o.other or f"target {targets.get(o.task_id) or '?'}"
             why = shown(o.check.problem or ", ".join(o.check.files))
             lines.append(f"  {o.task} <-> {other}: conflict in {why}")
         total = len(radar.overlaps)

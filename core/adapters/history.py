@@ -105,3 +105,47 @@ def merge(root: Path, ours: str, theirs: str) -> tuple[str | None, MergeCheck]:
     check = parse_merge_tree(found.stdout, found.returncode)
     tree = found.stdout.split(b"\0")[0].decode().strip()
     return (tree if check.clean else None), check
+
+
+SCRATCH_IDENTITY = {
+    "GIT_AUTHOR_NAME": "laneboard",
+    "GIT_AUTHOR_EMAIL": "laneboard@localhost",
+    "GIT_AUTHOR_DATE": "1700000000 +0000",
+    "GIT_COMMITTER_NAME": "laneboard",
+    "GIT_COMMITTER_EMAIL": "laneboard@localhost",
+    "GIT_COMMITTER_DATE": "1700000000 +0000",
+}
+"""A fixed identity and date for the radar's scratch commits, so the same trees always make the
+same commit ids (and a user without `user.name` can still run the radar)."""
+
+
+def trees(root: Path, revs: list[str]) -> list[str]:
+    """The tree id of each of `revs`, from one `git rev-parse`."""
+    out = run_git(["rev-parse", *(f"{rev}^{{tree}}" for rev in revs)], cwd=root).stdout
+    return out.decode().split()
+
+
+def merge_at(root: Path, base: str, ours: str, theirs: str) -> tuple[str | None, MergeCheck]:
+    """Merge the trees of `ours` and `theirs` (commits or trees) with `base` as their merge
+    base, whatever their histories say: `base` plus the changes from `base` to each side.
+
+    git 2.38's `merge-tree` has no `--merge-base`, so each side becomes an unreferenced commit
+    whose only parent is `base` (objects only, no ref; fixed identity and date, so the same
+    inputs make the same ids) and those are merged."""
+    made = []
+    for side in (ours, theirs):
+        found = run_git(
+            [
+                "commit-tree",
+                "--no-gpg-sign",
+                "-p",
+                base,
+                "-m",
+                "laneboard radar",
+                f"{side}^{{tree}}",
+            ],
+            cwd=root,
+            env=SCRATCH_IDENTITY,
+        )
+        made.append(found.stdout.decode().strip())
+    return merge(root, made[0], made[1])

@@ -1,10 +1,16 @@
-"""The conflict radar (DESIGN.md section 7): for each live task against its target, and for
-every pair of live tasks of a repo, whether merging them would conflict and in which files.
+"""The conflict radar (DESIGN.md section 7): what the live tasks' own work would conflict with.
+
+A task's own work is its changes from its merge base with its target to its tip; a task with
+none (no commits, or all of them in the target already) is left out. Each task with work is
+checked against its target (a real merge of the two tips), and each pair of tasks with work and
+the same target is checked on their own work alone (`compare`): a conflict a task has with its
+target is shown once, against the target, never again against every task whose history holds
+the target's change.
 
 Each answer is git's own merge (`git merge-tree --write-tree`): no checkout, no worktree, no ref,
-nothing written but objects. Answers are cached in the ledger by the pair of commit ids, which
-never change what they merge to, so only pairs whose tip moved are computed again; those run on
-a few threads (each is its own git process). Committed work only: what a worktree holds
+nothing written but objects. Answers are cached in the ledger by the commits they depend on,
+which never change what they merge to, so only pairs whose tip moved are computed again; those
+run on a few threads (each is its own git process). Committed work only: what a worktree holds
 uncommitted is not in any tip yet.
 """
 
@@ -19,6 +25,7 @@ from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.models import Task
 from laneboard.core.domain.review import MergeCheck, Overlap, Radar
+from laneboard.core.domain.values import value
 
 
 def _key(ours: str, theirs: str) -> tuple[str, str]:
@@ -49,34 +56,113 @@ def merge_checks(
     return {(a, b): answers[_key(a, b)] for a, b in pairs}
 
 
+@value
+class Work:
+    """A task's own work: its changes from `base` (its merge base with the target) to `tip`."""
+
+    task: Task
+    target: str
+    """The target branch's tip."""
+    base: str
+    tip: str
+
+
+def own_work(
+    ctx: RepoContext, tips: list[tuple[Task, str]], branches: dict[str, str]
+) -> list[Work]:
+    """The tasks of `tips` that have work of their own: a target branch, and a tip whose tree
+    differs from its merge base with that target (a task with no commits, or whose commits are
+    all in the target already, has none)."""
+    found: list[Work] = []
+    for task, tip in tips:
+        target = branches.get(task.target) if task.target else None
+        if target is None:
+            continue
+        base = history.merge_base(ctx.root, target, tip)
+        if base is None or base == tip:
+            continue
+        base_tree, tip_tree = history.trees(ctx.root, [base, tip])
+        if base_tree != tip_tree:
+            found.append(Work(task, target, base, tip))
+    return found
+
+
+def _replayed(ctx: RepoContext, work: Work, onto: str) -> str | None:
+    """The tree of `work`'s changes applied to `onto`, or None when they conflict there."""
+    if onto == work.base:
+        return work.tip
+    tree, _ = history.merge_at(ctx.root, work.base, onto, work.tip)
+    return tree
+
+
+def compare(ctx: RepoContext, a: Work, b: Work) -> MergeCheck:
+    """Whether `a`'s own work and `b`'s merge together: both replayed onto one commit, then
+    merged with that commit as their base. The commit is the target's tip when both replay
+    there cleanly; else either task's merge base (a task that conflicts with the target is shown
+    against it, and its work is compared with the other's where both still apply)."""
+    for point in dict.fromkeys((a.target, a.base, b.base)):
+        ours, theirs = _replayed(ctx, a, point), _replayed(ctx, b, point)
+        if ours is not None and theirs is not None:
+            return history.merge_at(ctx.root, point, ours, theirs)[1]
+    return MergeCheck(
+        True,
+        (),
+        f"not compared: neither task's work applies where the other's does "
+        f"({a.task.name} onto {b.base[:10]}, {b.task.name} onto {a.base[:10]})",
+    )
+
+
+def pair_checks(
+    ctx: RepoContext, ledger: Ledger, pairs: list[tuple[Work, Work]]
+) -> list[MergeCheck]:
+    """`compare` of each pair, from the cache or computed now (and cached). The answer depends on
+    the two tips and the target's tip only, so it is cached under each tip qualified by the
+    target's (`<target>:<tip>`), apart from the plain commit pairs of `merge_checks`."""
+    keys = [_key(f"{a.target}:{a.tip}", f"{b.target}:{b.tip}") for a, b in pairs]
+    cached = ledger.cached_merges(list(dict.fromkeys(keys)))
+    answers = {key: MergeCheck(clean, tuple(files)) for key, (clean, files) in cached.items()}
+    todo = [(key, pair) for key, pair in zip(keys, pairs, strict=True) if key not in answers]
+    todo = list({key: (key, pair) for key, pair in todo}.values())
+    if todo:
+        workers = min(len(todo), os.cpu_count() or 2)
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            found = list(pool.map(lambda item: compare(ctx, *item[1]), todo))
+        answers.update((key, check) for (key, _), check in zip(todo, found, strict=True))
+        ledger.cache_merges(
+            [
+                (*key, check.clean, list(check.files))
+                for (key, _), check in zip(todo, found, strict=True)
+                if check.problem is None
+            ]
+        )
+    return [answers[key] for key in keys]
+
+
 def radar(ctx: RepoContext, ledger: Ledger, tasks: list[Task]) -> Radar:
-    """The radar of the repo's live tasks (each with its branch tip) now."""
+    """The radar of the repo's live tasks (each with its branch tip) now: each task with work of
+    its own against its target, and each pair of such tasks with the same target, their own
+    work against each other's."""
     branches = history.branch_tips(ctx.root)
     tips = [
         (task, tip)
         for task in tasks
         if task.live and (tip := branches.get(task.branch)) is not None
     ]
-    rows: list[tuple[Task, Task | None, str, str]] = []
-    for task, tip in tips:
-        target = branches.get(task.target) if task.target else None
-        if target is not None:
-            rows.append((task, None, target, tip))
-    for (a, tip_a), (b, tip_b) in combinations(tips, 2):
-        rows.append((a, b, tip_a, tip_b))
-    checks = merge_checks(ctx, ledger, [(ours, theirs) for _, _, ours, theirs in rows])
+    works = own_work(ctx, tips, branches)
+    targets = [(w.task, w.target, w.tip) for w in works]
+    checks = merge_checks(ctx, ledger, [(target, tip) for _, target, tip in targets])
+    pairs = [(a, b) for a, b in combinations(works, 2) if a.task.target == b.task.target]
+    compared = pair_checks(ctx, ledger, pairs)
     return Radar(
         repo_root=str(ctx.root),
-        overlaps=tuple(
-            Overlap(
-                task=task.name,
-                task_id=task.id,
-                other=other.name if other else None,
-                other_id=other.id if other else None,
-                ours=ours,
-                theirs=theirs,
-                check=checks[ours, theirs],
-            )
-            for task, other, ours, theirs in rows
+        overlaps=(
+            *(
+                Overlap(task.name, task.id, None, None, target, tip, checks[target, tip])
+                for task, target, tip in targets
+            ),
+            *(
+                Overlap(a.task.name, a.task.id, b.task.name, b.task.id, a.tip, b.tip, check)
+                for (a, b), check in zip(pairs, compared, strict=True)
+            ),
         ),
     )

@@ -240,6 +240,8 @@ def test_the_radar_agrees_with_a_real_merge_of_every_pair(repo: Path, cli, tmp_p
     (repo / "other.txt").write_text("main changed it\n")
     git(repo, "commit", "-q", "-am", "main edits other.txt")
 
+    # Every task starts on the same commit and main moved only after: each pair's own work is
+    # exactly what a merge of their tips holds, so git's merge of the tips is the answer.
     doc = json.loads(cli("conflicts", "--json").out)
     overlaps = doc["repos"][0]["overlaps"]
     tips = {n: git(repo, "rev-parse", f"lb/{n}/work") for n in edits}
