@@ -1,8 +1,9 @@
 """What on the board needs the operator, and in which order (the board's "Needs you").
 
-Pure: a task's view and its radar conflicts in, an `Attention` out. The board sorts by it (most
-urgent first), marks each row with its `marker` (never by colour alone), and counts each kind in
-its header; the terminal title and the bell use `notifies`.
+Pure: a task's view and its radar conflicts in, the kinds of `Attention` it asks for out. The
+board sorts by the most urgent, marks each row with the `marker` of every kind (never by colour
+alone, and no kind hiding another), and counts each kind in its header; the terminal title and
+the bell use `notifies`.
 """
 
 from __future__ import annotations
@@ -65,31 +66,44 @@ LABELS = {
 }
 
 
-def attention(view: TaskView, radar_conflicts: int = 0) -> Attention:
-    """What `view` asks of the operator; `radar_conflicts` is how many radar lines of this task
-    conflict (with its target or another task)."""
+def needs(view: TaskView, radar_conflicts: int = 0) -> tuple[Attention, ...]:
+    """Every kind of attention `view` asks for, most urgent first (empty: nothing). Kinds never
+    hide each other: a task ready for review whose branch conflicts asks for both.
+    `radar_conflicts` is how many radar lines of this task conflict (with its target or another
+    task)."""
     task, agent, git = view.task, view.agent, view.git
     running = task.state is TaskState.RUNNING and agent is not None
+    found: list[Attention] = []
     if running and agent is not None and agent.state is AgentState.WAITING:
-        return Attention.WAITING
+        found.append(Attention.WAITING)
     if (git is not None and git.conflicted) or radar_conflicts:
-        return Attention.CONFLICTED
-    if view.verdict is not None and not view.verdict.ok:
-        return Attention.FAILED
-    if task.state is TaskState.FAILED:
-        return Attention.FAILED
-    if task.state is TaskState.RUNNING and agent is not None:
-        if agent.state is AgentState.EXITED and agent.code not in (None, 0):
-            return Attention.FAILED
+        found.append(Attention.CONFLICTED)
+    failed = (view.verdict is not None and not view.verdict.ok) or task.state is TaskState.FAILED
+    if running and agent is not None:
+        failed = failed or (agent.state is AgentState.EXITED and agent.code not in (None, 0))
         if agent.state is AgentState.LOST:
-            return Attention.LOST
+            found.append(Attention.LOST)
+    if failed:
+        found.append(Attention.FAILED)
     if task.state is TaskState.READY_FOR_REVIEW:
-        return Attention.REVIEW
-    return Attention.NONE
+        found.append(Attention.REVIEW)
+    return tuple(sorted(found, key=lambda kind: kind.value))
+
+
+def attention(view: TaskView, radar_conflicts: int = 0) -> Attention:
+    """The most urgent kind of attention `view` asks for (what the board sorts by)."""
+    return next(iter(needs(view, radar_conflicts)), Attention.NONE)
+
+
+def markers(kinds: Iterable[Attention]) -> str:
+    """The markers of `kinds`, side by side (a blank for none)."""
+    return "".join(kind.marker for kind in kinds) or Attention.NONE.marker
 
 
 def counts(kinds: Iterable[Attention]) -> dict[Attention, int]:
-    """How many tasks need each kind of attention (kinds with none are left out)."""
+    """How many tasks need each kind of attention (kinds with none are left out). `kinds` holds
+    one kind per task, or each task's every kind (`needs`) flattened: a task counts once in each
+    kind it asks for."""
     found: dict[Attention, int] = {}
     for kind in kinds:
         if kind is not Attention.NONE:

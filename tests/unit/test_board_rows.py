@@ -3,7 +3,7 @@ says (from the fixed boards of the snapshot tests)."""
 
 from __future__ import annotations
 
-from laneboard.core.domain.attention import Attention, attention, counts
+from laneboard.core.domain.attention import Attention, attention, counts, needs
 from laneboard.tui.board.rows import COLUMNS, Filter, arrange, fit, git_cell, rows
 from tests.tui.boards import NOW, busy_update, clean
 
@@ -31,6 +31,8 @@ def test_ready_for_review_needs_me_and_every_marker_is_distinct() -> None:
     view = busy_update().snapshot.repos[0].tasks[2]
     assert view.task.name == "search-index"
     assert attention(view, radar_conflicts=0) is Attention.REVIEW
+    # a conflict does not hide that it is ready for review: it asks for both
+    assert needs(view, radar_conflicts=1) == (Attention.CONFLICTED, Attention.REVIEW)
     markers = [kind.marker for kind in Attention if kind is not Attention.NONE]
     assert len(set(markers)) == len(markers) and " " not in markers
 

@@ -175,7 +175,8 @@ class BoardApp(App[None]):
         self.update_: Update | None = initial
         self.filter = Filter()
         self.rows: list[Row] = []
-        self.attention: dict[str, Attention] = {}
+        self.attention: dict[str, frozenset[Attention]] = {}
+        """Every kind of attention each task asked for at the last update."""
         self.busy: dict[str, Any] = {}
         self.feed: Feed | None = None
         self.config = service.board_config()
@@ -290,12 +291,13 @@ class BoardApp(App[None]):
             self._arrange()
             self._paint_header(update)
             self._paint_lanes(boards, now)
-        fresh = {row.task_id: row.attention for row in self.all_rows}
+        fresh = {row.task_id: frozenset(row.needs) for row in self.all_rows}
         if not first:
             for row in self.all_rows:
-                before = self.attention.get(row.task_id)
-                if row.attention.notifies and before is not row.attention:
-                    self._tell(row)
+                before = self.attention.get(row.task_id, frozenset())
+                for kind in row.needs:
+                    if kind.notifies and kind not in before:
+                        self._tell(row, kind)
         self.attention = fresh
         self._set_title()
         for event in update.events:
@@ -334,7 +336,7 @@ class BoardApp(App[None]):
             )
 
     def _paint_header(self, update: Update) -> None:
-        tally = counts(row.attention for row in self.all_rows)
+        tally = counts(kind for row in self.all_rows for kind in row.needs)
         repos = len(update.snapshot.repos)
         text = Text.assemble(
             ("laneboard", "bold"), f"  {len(self.all_rows)} tasks in {repos} repos"
@@ -382,14 +384,14 @@ class BoardApp(App[None]):
             text.append(" · ".join(parts) or "idle")
         show(self.lanes, text)
 
-    def _tell(self, row: Row) -> None:
-        what = "is waiting for you" if row.attention is Attention.WAITING else "is ready for review"
+    def _tell(self, row: Row, kind: Attention) -> None:
+        what = "is waiting for you" if kind is Attention.WAITING else "is ready for review"
         self.notify(f"{row.name} {what}", title=row.repo, timeout=6)
         if self.config.bell:
             self.bell()
 
     def _set_title(self) -> None:
-        waiting = sum(1 for kind in self.attention.values() if kind.notifies)
+        waiting = sum(1 for kinds in self.attention.values() if any(k.notifies for k in kinds))
         title = f"laneboard ({waiting})" if waiting else "laneboard"
         self.sub_title = f"{waiting} need you" if waiting else ""
         driver = self._driver

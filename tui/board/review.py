@@ -132,7 +132,7 @@ class ReviewScreen(Screen[str | None]):
         )
         lines = []
         for overlap in self.radar:
-            other = "its target" if overlap.other is None else overlap.other
+            other = partner(overlap, self.task_id)
             lines.append(f"conflicts with {other}: {', '.join(overlap.check.files[:4])}")
         self.query_one("#radar", Static).update("\n".join(lines))
         tail = "\n".join(screen.rstrip().splitlines()[-7:])
@@ -183,3 +183,13 @@ class ReviewScreen(Screen[str | None]):
 
     def action_leave(self) -> None:
         self.dismiss(None)
+
+
+def partner(overlap: Overlap, task_id: str) -> str:
+    """Who `task_id` conflicts with on this radar line: the other side of the pair, whichever
+    side the task is on, or its target."""
+    if overlap.other_id is None:
+        return "its target"
+    if overlap.task_id == task_id:
+        return overlap.other or overlap.other_id
+    return overlap.task

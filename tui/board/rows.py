@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from laneboard.core.domain.agents import AgentState
-from laneboard.core.domain.attention import Attention, attention
+from laneboard.core.domain.attention import Attention, markers, needs
 from laneboard.core.domain.lanes import Lease
 from laneboard.core.domain.review import Overlap
 from laneboard.core.domain.views import GitState, RepoBoard, TaskView
@@ -28,7 +28,7 @@ class Column:
 
 
 COLUMNS: tuple[Column, ...] = (
-    Column("mark", "", 1, 0),
+    Column("mark", "", 3, 0),
     Column("name", "TASK", 16, 0),
     Column("repo", "REPO", 10, 3),
     Column("state", "STATE", 11, 0),
@@ -161,6 +161,8 @@ class Row:
     view: TaskView
     updated: float
     search: str = field(repr=False, default="")
+    needs: tuple[Attention, ...] = ()
+    """Every kind of attention it asks for, most urgent first (`attention` is the first)."""
 
     def key(self) -> tuple[int, float, str]:
         """Needs-you first, then the newest task first: a task does not move while it is
@@ -182,10 +184,11 @@ def rows(
         for view in board.tasks:
             task = view.task
             conflicts = radar.get(task.id, ())
-            kind = attention(view, len(conflicts))
+            kinds = needs(view, len(conflicts))
+            kind = kinds[0] if kinds else Attention.NONE
             branch = task.branch.removeprefix("refs/heads/")
             cells = {
-                "mark": kind.marker,
+                "mark": markers(kinds),
                 "name": task.name,
                 "repo": repo,
                 "state": task.state.value.replace("_", " ").replace("ready for review", "review"),
@@ -208,6 +211,7 @@ def rows(
                     view,
                     task.updated_at,
                     search=" ".join((task.name, repo, task.state.value, branch, *cells.values())),
+                    needs=kinds,
                 )
             )
     return made
