@@ -38,8 +38,13 @@ def pressing(*keys: str) -> Any:
     form's profiles) answer before the picture is taken, however loaded the machine is."""
 
     async def run(pilot: Any) -> None:
+        from textual.widgets import Input
+
         await settled(pilot)
         await pilot.press(*keys)
+        await settled(pilot)
+        for field in pilot.app.screen.query(Input):  # a blink can fall on either side of the
+            field.cursor_blink = False  # picture on a loaded machine: hold the cursor still
         await settled(pilot)
 
     return run
