@@ -509,6 +509,7 @@ class Feed:
     def _watch_loop(self, dirs: list[str], stop: threading.Event) -> None:
         import watchfiles
 
+        armed = False
         try:
             for changes in watchfiles.watch(
                 *dirs,
@@ -517,10 +518,18 @@ class Feed:
                 step=20,
                 stop_event=stop,
                 rust_timeout=1000,
+                yield_on_timeout=True,
                 recursive=False,
                 raise_interrupt=False,
                 ignore_permission_denied=True,
             ):
+                if not armed:
+                    # The watch is set up: what was written between the snapshot that chose
+                    # these directories and now was seen by nobody; read it all once.
+                    armed = True
+                    self._queue.put(("paths", {os.path.join(self._ledger_dir, "watching")}))
+                if not changes:
+                    continue
                 paths = {path for _change, path in changes}
                 if any(
                     change == watchfiles.Change.added and os.path.isdir(path)
