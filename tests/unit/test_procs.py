@@ -49,6 +49,16 @@ def _fake_process(proc: Path, pid: int, start: int, environ: bytes) -> None:
     (proc / str(pid) / "environ").write_bytes(environ)
 
 
+def _execed(pid: int, cmdline: bytes) -> None:
+    """Wait (generously: a loaded machine) until process `pid` runs `cmdline`."""
+    import time
+
+    end = time.monotonic() + 30
+    while Path(f"/proc/{pid}/cmdline").read_bytes() != cmdline:
+        assert time.monotonic() < end, f"process {pid} never ran {cmdline!r}"
+        time.sleep(0.01)
+
+
 def test_a_variable_after_a_huge_environment_is_found_and_the_read_is_bounded(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -56,6 +66,7 @@ def test_a_variable_after_a_huge_environment_is_found_and_the_read_is_bounded(
     env = {**os.environ, **huge, "LB_TEST_MARK": "7,9"}
     child = subprocess.Popen(["sleep", "30"], env=env)
     try:
+        _execed(child.pid, b"sleep\x0030\x00")  # before its exec it shows this process's
         assert procs.environ_of(child.pid, ["LB_TEST_MARK", "NOT_THERE"]) == {"LB_TEST_MARK": "7,9"}
         monkeypatch.setattr(procs, "ENVIRON_LIMIT", 4096)  # read no further than that
         assert procs.environ_of(child.pid, ["LB_TEST_MARK"]) == {}
