@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import shlex
 import socket
 import sys
@@ -144,11 +145,23 @@ def injection(profile: Profile, state_dir: Path, task_id: str) -> tuple[list[str
 
 
 def _free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free now (the agent binds it a moment later)."""
+    """A TCP port on 127.0.0.1 that is free now (the agent binds it a moment later).
+
+    Chosen at random below the kernel's ephemeral range (32768 and up), so the gap between
+    this check and the agent's bind cannot be filled by an outgoing connection of any
+    process on the machine, which is where a port the kernel hands out comes from."""
+    for _ in range(200):
+        port = random.randrange(20000, 32768)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+        fallback: int = probe.getsockname()[1]
+        return fallback
 
 
 def _write(path: Path, data: object) -> Path:
