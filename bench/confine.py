@@ -72,7 +72,7 @@ def main() -> None:
         from laneboard.core.adapters import confine, taskobjects
         from laneboard.core.adapters.config import state_dir
         from laneboard.core.adapters.db import Database, default_path
-        from laneboard.core.operations import confinement
+        from laneboard.core.operations.steps import confinement
 
         for n in range(args.files):
             directory = repo / "src" / f"d{n // 100}"

@@ -39,3 +39,17 @@ class WaitTimeout(LaneboardError):
     """Waiting for a lane gave up (exit code 75, EX_TEMPFAIL)."""
 
     exit_code = 75
+
+
+class ProvisionFailed(LaneboardError):
+    """Provisioning stopped; what it had created was rolled back (the message says what)."""
+
+
+def describe(err: BaseException) -> str:
+    """One line for a refusal, an operating-system error or an interruption."""
+    if isinstance(err, KeyboardInterrupt):
+        return "interrupted"
+    if isinstance(err, OSError) and not isinstance(err, LaneboardError):
+        where = f"{err.filename}: " if err.filename else ""
+        return f"{where}{err.strerror or err}"
+    return str(err)

@@ -20,7 +20,6 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from laneboard.core.adapters import agentfiles, faults, locks, vault, warden
@@ -28,14 +27,11 @@ from laneboard.core.adapters.config import Settings, state_dir
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.agents import (
-    EXIT_EVENT,
     AgentState,
-    Observed,
     Profile,
     Prompt,
     State,
     custom,
-    detect,
     launch_argv,
     pane_argv,
     profiles,
@@ -46,19 +42,22 @@ from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.domain.runtime import (
     LaunchSpec,
-    PaneState,
     Runtime,
     Shims,
     pane_of,
-    same_pane,
 )
 from laneboard.core.domain.values import asdict
-from laneboard.core.operations import confinement
-from laneboard.core.operations.cancel import NOT_STARTED, cancel_requested, ever_started
+from laneboard.core.operations.steps import confinement
+from laneboard.core.operations.steps.agentstate import (
+    CUSTOM,
+    SCREEN_LINES,
+    AgentError,
+    conversation_reported,
+    profile_of,
+)
+from laneboard.core.operations.steps.cancelling import NOT_STARTED, cancel_requested, ever_started
+from laneboard.core.operations.steps.stopping import stop_unrecorded
 
-CUSTOM = "custom"
-"""The profile name recorded for `--cmd`: its argv is the task's `agent_argv`."""
-SCREEN_LINES = 40
 READY_WAIT = 10.0
 """How long a typed first prompt waits for the agent's screen to settle."""
 STARTABLE = (
@@ -69,21 +68,6 @@ STARTABLE = (
     TaskState.READY_FOR_REVIEW,
     TaskState.RUNNING,
 )
-
-
-class AgentError(LaneboardError):
-    """An agent cannot be started, reached or stopped."""
-
-
-def profile_of(settings: Settings, task: Task) -> Profile:
-    """The profile `task` was (or will be) started with."""
-    if task.agent_profile == CUSTOM:
-        return custom(task.agent_argv or ())
-    known = profiles(settings.agents.profiles)
-    name = task.agent_profile or settings.agents.default
-    if name not in known:
-        raise AgentError(f"{task.name}: no agent profile named {name!r}")
-    return known[name]
 
 
 def choose(settings: Settings, agent: str | None, command: list[str] | None) -> tuple[str, Profile]:
@@ -220,7 +204,7 @@ def start(
         shims=Shims(task.id, task.name, str(ctx.root), tuple(ctx.settings.lanes.wrap), str(shims)),
         task_id=task.id,
     )
-    _stop_unrecorded(runtime, task)
+    stop_unrecorded(runtime, task)
     began = time.time()
     ref = runtime.launch(spec)
     faults.checkpoint("agent.before_handoff")
@@ -275,26 +259,6 @@ def deliver_prompt(ledger: Ledger, runtime: Runtime, task: Task, actor: Actor) -
     return ledger.update_task(task.id, actor=actor, kind="agent.prompted", agent_prompt=None)
 
 
-def unrecorded_panes(panes: Mapping[str, PaneState], task: Task) -> list[PaneState]:
-    """Live panes laneboard launched for `task` that the ledger does not record as its pane (a
-    command that launched one was killed before it wrote the ledger)."""
-    recorded = pane_of(task)
-    return [
-        seen
-        for seen in panes.values()
-        if seen.task_id == task.id
-        and seen.alive
-        and not (recorded is not None and same_pane(recorded, seen))
-    ]
-
-
-def _stop_unrecorded(runtime: Runtime, task: Task) -> None:
-    """Before a launch: stop any agent an interrupted launch left for this task, so two never
-    share its worktree."""
-    for seen in unrecorded_panes(runtime.snapshot(), task):
-        runtime.stop(seen.ref, timeout=5.0)
-
-
 def _type_when_ready(runtime: Runtime, task: Task, text: str) -> None:
     """Type the first prompt once the agent shows a screen that has settled (or after
     `READY_WAIT`): typing into a program that is still starting loses keys."""
@@ -313,73 +277,6 @@ def _type_when_ready(runtime: Runtime, task: Task, text: str) -> None:
 
 
 # --- what agents are doing -------------------------------------------------------------------
-
-
-def observe_all(
-    settings_of: Callable[[Task], Settings], tasks: list[Task], runtime: Runtime
-) -> dict[str, State]:
-    """The agent state of each task that has a pane, from one runtime snapshot, one chained
-    capture and each task's event file. Reads only."""
-    with_pane = [task for task in tasks if task.tmux_pane]
-    if not with_pane:
-        return {}
-    panes = runtime.snapshot()
-    states = state_dir()
-    alive: list[tuple[Task, PaneState]] = []
-    found: dict[str, State] = {}
-    now = time.time()
-    for task in with_pane:
-        recorded = pane_of(task)
-        assert recorded is not None
-        seen = panes.get(recorded.pane_id)
-        if seen is None or not same_pane(recorded, seen):
-            found[task.id] = State(AgentState.LOST, source="tmux")
-        elif not seen.alive:
-            code = seen.exit_status
-            event = agentfiles.last_event(states, task.id)
-            fresh = event is not None and event.at >= (task.agent_started_at or 0)
-            if fresh and event and event.name == EXIT_EVENT and event.detail is not None:
-                code = int(event.detail) if event.detail.isdigit() else code
-            found[task.id] = State(AgentState.EXITED, code, source="tmux")
-        else:
-            alive.append((task, seen))
-    screens = runtime.capture_many([seen.ref for _, seen in alive], SCREEN_LINES)
-    for task, seen in alive:
-        event = agentfiles.last_event(states, task.id)
-        started = task.agent_started_at or 0.0
-        hook = hook_at = None
-        if event is not None and event.at >= started:
-            hook = event.detail if event.name == "Notification" and event.detail else event.name
-            hook_at = event.at
-        observed = Observed(
-            alive=True,
-            hook=hook,
-            hook_at=hook_at,
-            screen=screens.get(seen.ref.pane_id, ""),
-            screen_changed_at=seen.activity,
-            started_at=task.agent_started_at,
-        )
-        found[task.id] = detect(profile_of(settings_of(task), task), observed, now)
-    return found
-
-
-def conversation_reported(task: Task) -> str | None:
-    """A conversation id the agent's hooks reported that differs from the pinned one."""
-    event = agentfiles.last_event(state_dir(), task.id)
-    if event is None or event.conversation is None or event.conversation == task.conversation_id:
-        return None
-    return event.conversation
-
-
-def said_done(task: Task, state: State, profile: Profile) -> bool:
-    """The agent is finished though it runs: `laneboard signal --state done` came after it
-    started, or its profile says a turn's end (a hook's idle) means finished."""
-    if state.state is not AgentState.IDLE:
-        return False
-    event = agentfiles.last_event(state_dir(), task.id)
-    if event is None or event.at < (task.agent_started_at or 0):
-        return False
-    return event.name == "done" or (profile.stop_is_done and state.source == "hook")
 
 
 def finish_exited(ledger: Ledger, runtime: Runtime, task: Task, state: State, actor: Actor) -> Task:

@@ -23,51 +23,33 @@ ignored file) is not removed: the cancel is refused and nothing changes.
 
 from __future__ import annotations
 
+import signal
 import time
-from collections.abc import Callable
 
 from laneboard.core.adapters import faults, locks, procs
+from laneboard.core.adapters.git import worktree_list
+from laneboard.core.adapters.leases import LeaseStore, leftovers
 from laneboard.core.adapters.ledger import Ledger
+from laneboard.core.adapters.process import signal_each
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.models import Actor, Task, TaskState
-from laneboard.core.domain.runtime import Runtime
-
-REQUESTED = "cancel.requested"
-ANSWERED = "cancel.answered"
-NOT_STARTED = (TaskState.PROVISIONED, TaskState.QUEUED)
-"""States of a task whose worktree no agent has been handed yet."""
-STARTED = (
-    TaskState.RUNNING,
-    TaskState.PAUSED,
-    TaskState.READY_FOR_REVIEW,
-    TaskState.REVISING,
+from laneboard.core.domain.runtime import Runtime, pane_of, same_pane
+from laneboard.core.operations.steps.blockers import unsafe
+from laneboard.core.operations.steps.cancelling import (
+    ANSWERED,
+    NOT_STARTED,
+    REQUESTED,
+    STARTED,
+    cancel_requested,
+    ever_started,
 )
-"""States of a task whose agent started: a cancel keeps everything."""
-STARTS = ("agent.started", "agent.resumed")
-"""The journal's record of a worktree handed to an agent."""
+from laneboard.core.operations.steps.recovery import by_path, interrupted_provisioning
+from laneboard.core.operations.steps.stopping import retain_now, unrecorded_panes
+from laneboard.core.operations.steps.undo import undo_cancel
+
 WAIT_STEP = 0.1
 """How often a cancel looks whether the provisioning process has stopped."""
-
-
-class CancelRequested(LaneboardError):
-    """Provisioning stopped because the task was cancelled."""
-
-
-def cancel_requested(ledger: Ledger, task_id: str) -> bool:
-    """A cancel asked for this task and was not answered yet."""
-    return ledger.pending(task_id, REQUESTED, ANSWERED)
-
-
-def check(ledger: Ledger, task: Task) -> None:
-    """Stop here (raise `CancelRequested`) when the task has been cancelled."""
-    if cancel_requested(ledger, task.id):
-        raise CancelRequested(f"{task.name} was cancelled")
-
-
-def stop_check(ledger: Ledger, task: Task) -> Callable[[], bool]:
-    """What a long step (the setup command) polls: the task has been cancelled."""
-    return lambda: cancel_requested(ledger, task.id)
 
 
 def cancel(
@@ -105,7 +87,7 @@ def cancel(
                 return _keep(ledger, runtime, now, actor, "its agent had started")
         if now.state is TaskState.CANCELLING:
             faults.checkpoint("cancel.after_intent")
-            return undo(ctx, ledger, now, actor)
+            return undo_cancel(ctx, ledger, now, actor)
         if now.state is not TaskState.PROVISIONING:
             return now  # retained already, or retired: nothing to cancel
         if not cancel_requested(ledger, now.id):
@@ -128,28 +110,9 @@ def cancel(
             raise
 
 
-def undo(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> Task:
-    """Remove exactly what the `cancelling` task created and mark it cancelled (the cancel's
-    own second half, and what `doctor --fix` runs for a cancel that was interrupted)."""
-    from laneboard.core.operations.provision import adopt_leftover_worktree
-    from laneboard.core.operations.rollback import rollback
-
-    task = adopt_leftover_worktree(ctx, ledger, task, actor)
-    return rollback(
-        ctx, ledger, task, reason="cancelled", actor=actor, force=True, final=TaskState.CANCELLED
-    )
-
-
-def ever_started(ledger: Ledger, task: Task) -> bool:
-    """An agent was ever handed this worktree (any start or resume in its journal): from then
-    on no cancel removes it, whatever state the task is in now."""
-    return ledger.has_event(task.id, STARTS)
-
-
 def _launched_unrecorded(runtime: Runtime, task: Task) -> bool:
     """A pane laneboard launched for the task that the ledger does not record, alive or dead
     (an agent that ran and exited may have written files)."""
-    from laneboard.core.domain.runtime import pane_of, same_pane
 
     recorded = pane_of(task)
     return any(
@@ -161,13 +124,11 @@ def _launched_unrecorded(runtime: Runtime, task: Task) -> bool:
 def _keep(ledger: Ledger, runtime: Runtime, task: Task, actor: Actor, why: str) -> Task:
     """An agent has (or may have) worked in the task: stop it, keep every file (`retained`).
     Called under the agents lock."""
-    from laneboard.core.operations.agents import unrecorded_panes
-    from laneboard.core.operations.discard import _retain
 
     for seen in unrecorded_panes(runtime.snapshot(), task):
         runtime.stop(seen.ref, timeout=5.0)
     ledger.append_event(task.id, task.repo_id, ANSWERED, actor, {"kept": True, "why": why})
-    return _retain(ledger, task, runtime, actor)
+    return retain_now(ledger, task, runtime, actor)
 
 
 def _refuse_unsafe(ctx: RepoContext, ledger: Ledger, task: Task, runtime: Runtime) -> None:
@@ -182,41 +143,11 @@ def _refuse_unsafe(ctx: RepoContext, ledger: Ledger, task: Task, runtime: Runtim
         )
 
 
-def unsafe(ctx: RepoContext, ledger: Ledger, task: Task, runtime: Runtime) -> list[str]:
-    """The blockers `discard` would meet that a snapshot cannot lift, except the task's own
-    provisioning lock, a lease (removal waits for the lane) and an agent that is not running:
-    what a cancel must not remove."""
-    from laneboard.core.domain.cleanup import BlockerKind
-    from laneboard.core.operations import discard
-
-    if task.admin_name is None or task.identity is None:
-        # Killed before the pin, so before copies and setup: the rollback removes it only
-        # when it is still the pristine checkout.
-        return ["its worktree was never pinned"]
-    decision = discard.preview(ctx, ledger, task, runtime)
-    hard = [b for b in decision.blockers if not b.lifted_by_snapshot]
-    # Its own provisioning lock, and a lease on its lane: removal waits for the lane anyway.
-    hard = [b for b in hard if b.kind not in (BlockerKind.INITIALIZING, BlockerKind.LEASE)]
-    hard = [b for b in hard if b.kind is not BlockerKind.AGENT or _agent_alive(runtime, task)]
-    return [str(b) for b in hard]
-
-
-def _agent_alive(runtime: Runtime, task: Task) -> bool:
-    from laneboard.core.domain.runtime import pane_of, pane_state
-
-    seen = pane_state(runtime, pane_of(task))
-    return seen is not None and seen.alive
-
-
 def _stop_orphaned_setup(ctx: RepoContext, ledger: Ledger, task: Task) -> None:
     """The provisioning process died while its setup command ran: the command's processes,
     left running, hold the task's lane. They are the cancelled setup's own (their process
     group, started after it, or carrying its lease's id): stop them, as the live owner would
     have."""
-    import signal
-
-    from laneboard.core.adapters.leases import LeaseStore, leftovers
-    from laneboard.core.adapters.process import signal_each
 
     store = LeaseStore(ledger.database, ctx.settings.lanes.slots)
     for lease in store.active(ctx.repo.id):
@@ -230,12 +161,10 @@ def _take_over_provisioning(
 ) -> None:
     """The provisioning process is gone: claim the task and undo what is provably its own, as
     `doctor --fix` does with a cancel asked; refused when that cannot be done."""
-    from laneboard.core.adapters.git import worktree_list
-    from laneboard.core.operations.doctor import _by_path, _interrupted_provisioning
 
     _stop_orphaned_setup(ctx, ledger, task)
-    entries = _by_path(worktree_list(ctx.root))
-    found = _interrupted_provisioning(ctx, ledger, task, entries, True, actor, runtime=runtime)
+    entries = by_path(worktree_list(ctx.root))
+    found = interrupted_provisioning(ctx, ledger, task, entries, True, actor, runtime=runtime)
     now = ledger.task(task.id)
     if now.state is TaskState.PROVISIONING:
         raise LaneboardError(f"{task.name}: not cancelled: {found.fixed or found.detail}")

@@ -20,7 +20,7 @@ from laneboard.core.domain.models import Task, TaskState
 from laneboard.core.domain.review import FileChange
 from laneboard.core.domain.runtime import Runtime, pane_of, pane_state
 from laneboard.core.domain.views import Completion, latest_checks
-from laneboard.core.operations.review import committed
+from laneboard.core.operations.steps.commits import committed
 
 DONE = frozenset(
     {

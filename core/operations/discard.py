@@ -35,10 +35,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from laneboard.core.adapters import faults, locks, procs, safefs, snapshot, vault
+from laneboard.core.adapters import faults, locks, procs, safefs, snapshot
 from laneboard.core.adapters.git import (
     delete_ref_if,
-    index_listing,
     run_git,
     status,
     worktree_list,
@@ -54,17 +53,17 @@ from laneboard.core.domain.cleanup import (
     Decision,
     Refused,
     branch_blockers,
-    worktree_blockers,
 )
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.lanes import Lease, LeaseKind, LeaseState
 from laneboard.core.domain.lifecycle import check_transition
 from laneboard.core.domain.models import Actor, Task, TaskState
-from laneboard.core.domain.runtime import Runtime, pane_of
+from laneboard.core.domain.runtime import Runtime
 from laneboard.core.domain.values import value
 from laneboard.core.domain.verdict import Reason
-from laneboard.core.operations import confinement
-from laneboard.core.operations.facts import (
+from laneboard.core.operations.steps import confinement, snapshots
+from laneboard.core.operations.steps.blockers import decide, lease_store
+from laneboard.core.operations.steps.facts import (
     Observation,
     admin_dir,
     branch_facts,
@@ -72,13 +71,12 @@ from laneboard.core.operations.facts import (
     listed,
     observe,
 )
+from laneboard.core.operations.steps.stopping import retain_now
 
 OnWait = Callable[[Lease], None] | None
 QUARANTINE_PREFIX = ".discarding-"
 """Worktrees being discarded wait under `<area>/.discarding-<task id>`; no task name starts with
 a dot, so the name can never be a task's."""
-STOP_SECONDS = 10.0
-"""How long retain waits for an agent to exit before it says so."""
 ROUNDS = 3
 """How many times the last look is repeated when the worktree changes under it, before the
 discard gives up and leaves the task retained."""
@@ -88,46 +86,15 @@ def retain(ctx: RepoContext, ledger: Ledger, task: Task, runtime: Runtime, actor
     """Stop the agent (if one runs) and keep worktree and branch exactly as they are. Under the
     agents lock, like `pause`: the controller must not take this stop for the agent's exit."""
     with locks.held("agents"):
-        return _retain(ledger, ledger.task(task.id), runtime, actor)
-
-
-def _retain(ledger: Ledger, task: Task, runtime: Runtime, actor: Actor) -> Task:
-    check_transition(task.state, TaskState.RETAINED)
-    pane = pane_of(task)
-    if pane is not None:
-        stopped = runtime.stop(pane, timeout=STOP_SECONDS)
-        if not stopped.stopped:
-            raise LaneboardError(f"{task.name}: its agent did not stop: {stopped.detail}")
-        faults.checkpoint("retain.after_stop")
-    return ledger.update_task(
-        task.id,
-        actor=actor,
-        kind="task.retained",
-        state=TaskState.RETAINED,
-        expect=task.state,
-        agent_state="stopped" if pane is not None else task.agent_state,
-    )
+        return retain_now(ledger, ledger.task(task.id), runtime, actor)
 
 
 def _refusal(task: Task, decision: Decision, force: bool) -> Refused:
     return Refused(task.name, decision.blockers, forced=force)
 
 
-def _store(ctx: RepoContext, ledger: Ledger) -> LeaseStore:
-    return LeaseStore(ledger.database, ctx.settings.lanes.slots)
-
-
-def _decide(ctx: RepoContext, seen: Observation) -> Decision:
-    return worktree_blockers(seen.facts, ctx.settings.cleanup.rebuildable)
-
-
 def _blocks(decision: Decision, force: bool) -> bool:
     return bool(decision.hard or (decision.blockers and not force))
-
-
-def preview(ctx: RepoContext, ledger: Ledger, task: Task, runtime: Runtime) -> Decision:
-    """The blockers discard would meet now (read-only; takes no lease)."""
-    return _decide(ctx, observe(ctx, ledger, task, runtime, _store(ctx, ledger)))
 
 
 def _refuse_unsettled(task: Task) -> None:
@@ -166,7 +133,7 @@ def discard(
     _refuse_unsettled(task)
     confinement.settle(ctx.common_dir, task.id)
     check_transition(task.state, TaskState.DISCARDING)
-    store = _store(ctx, ledger)
+    store = lease_store(ctx, ledger)
     own = [
         x for x in store.active(task.repo_id) if x.lane == task.id and x.state is LeaseState.RUNNING
     ]
@@ -182,7 +149,7 @@ def discard(
         _refuse_unsettled(task)
         check_transition(task.state, TaskState.DISCARDING)
         seen = observe(ctx, ledger, task, runtime, store)
-        decision = _decide(ctx, seen)
+        decision = decide(ctx, seen)
         if _blocks(decision, force):
             raise _refusal(task, decision, force)
         task = ledger.update_task(
@@ -380,7 +347,7 @@ class Discard:
                 known=known,
                 known_index=first,
             )
-            decision = _decide(self.ctx, seen)
+            decision = decide(self.ctx, seen)
             if _blocks(decision, self.forced):
                 raise self._stop(decision)
             assert seen.status is not None
@@ -481,20 +448,20 @@ class Discard:
         faults.checkpoint("discard.after_worktree_remove")
 
     def _next_ref(self) -> tuple[int, str]:
-        return next_ref(self.ctx, self.ledger, self.task)
+        return snapshots.next_ref(self.ctx, self.ledger, self.task)
 
     def _message(self, n: int) -> str:
-        return message(self.task, n)
+        return snapshots.message(self.task, n)
 
     def _save(self, captured: snapshot.Capture, seen: Observation) -> snapshot.Snapshot:
         head = seen.facts.head
         assert head is not None  # an unborn HEAD is a hard blocker
-        return save_capture(
+        return snapshots.save_capture(
             self.ctx, self.ledger, self.task, self.actor, captured, head, seen.facts.kept_tips
         )
 
     def _record(self, n: int, saved: snapshot.Snapshot, **data: Any) -> snapshot.Snapshot:
-        return record(self.ctx, self.ledger, self.task, self.actor, n, saved, **data)
+        return snapshots.record(self.ctx, self.ledger, self.task, self.actor, n, saved, **data)
 
     def _remove_leftovers(self, q: Path) -> None:
         """git removed the quarantine's `.git` (and perhaps its admin dir) but not every file:
@@ -530,7 +497,7 @@ class Discard:
         """The worktree's directory is gone: save what its branch and admin dir still hold,
         then remove only its registration."""
         seen = observe(self.ctx, self.ledger, self.task, self.runtime, self.store)
-        decision = _decide(self.ctx, seen)
+        decision = decide(self.ctx, seen)
         if _blocks(decision, self.forced):
             raise self._stop(decision)
         commit = seen.facts.head or self.ctx.git.branch_tip(self.task.branch)
@@ -628,101 +595,3 @@ def _index_tree(root: Path, admin: Path) -> str | None:
             ["write-tree"], cwd=root, read=False, check=False, env={"GIT_INDEX_FILE": str(copy)}
         )
     return result.stdout.decode().strip() if result.returncode == 0 else None
-
-
-# --- snapshots of a task ---------------------------------------------------------------------
-
-
-def next_ref(ctx: RepoContext, ledger: Ledger, task: Task) -> tuple[int, str]:
-    """The number and ref of the task's next snapshot (past every one recorded or present)."""
-    prefix = f"refs/laneboard/snapshots/{task.id}/"
-    existing = [n for n, _, _ in ledger.snapshots(task.id)]
-    existing += [
-        int(r.rsplit("/", 1)[1])
-        for r in ctx.git.refs()
-        if r.startswith(prefix) and r.rsplit("/", 1)[1].isdigit()
-    ]
-    n = snapshot.next_number(existing)
-    return n, snapshot.snapshot_ref(task.id, n)
-
-
-def message(task: Task, n: int) -> str:
-    return f"laneboard snapshot {n} of task {task.name} ({task.id})"
-
-
-def record(
-    ctx: RepoContext,
-    ledger: Ledger,
-    task: Task,
-    actor: Actor,
-    n: int,
-    saved: snapshot.Snapshot,
-    **data: Any,
-) -> snapshot.Snapshot:
-    """Keep a snapshot in the vault (its own copy, out of every sandbox's and every gc's
-    reach), then record it in the ledger (and journal it). A snapshot the vault cannot take is
-    refused: nothing that relies on it (a removal) goes on."""
-    vault.keep_ref(ctx.repo.id, ctx.common_dir, saved.sha, saved.ref)
-    ledger.add_snapshot(
-        task.id,
-        task.repo_id,
-        n,
-        saved.ref,
-        saved.sha,
-        actor,
-        {
-            "head": saved.head,
-            "index_commit": saved.index_commit,
-            "tip": saved.tip,
-            "tree": saved.tree,
-            "index_tree": saved.index_tree,
-            "extras": list(saved.extras),
-            **data,
-        },
-    )
-    return saved
-
-
-def save_capture(
-    ctx: RepoContext,
-    ledger: Ledger,
-    task: Task,
-    actor: Actor,
-    captured: snapshot.Capture,
-    head: str,
-    extras: tuple[str, ...] = (),
-) -> snapshot.Snapshot:
-    n, ref = next_ref(ctx, ledger, task)
-    saved = snapshot.save(
-        ctx.git.handle,
-        ctx.root,
-        captured,
-        ref=ref,
-        head=head,
-        tip=ctx.git.branch_tip(task.branch),
-        extras=extras,
-        message=message(task, n),
-    )
-    return record(ctx, ledger, task, actor, n, saved)
-
-
-def save_worktree(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> snapshot.Snapshot:
-    """Snapshot the task's (verified) worktree as it is now, e.g. before a rollback removes it."""
-    confinement.settle(ctx.common_dir, task.id)
-    path = Path(task.worktree_path)
-    admin = admin_dir(ctx, task)
-    if admin is None:
-        raise LaneboardError(f"{path} has no admin dir to read its index from")
-    seen = status(path, ignored=False)
-    if seen.head is None:
-        raise LaneboardError(f"{path} has no HEAD commit to save its files on top of")
-    listing = index_listing(path)
-    captured = snapshot.capture(
-        ctx.git.handle,
-        path,
-        admin,
-        seen,
-        common_dir=ctx.common_dir,
-        tracked_files=listing.files,
-    )
-    return save_capture(ctx, ledger, task, actor, captured, seen.head)

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from laneboard.core.adapters import locks, procs
+from laneboard.core.adapters import confine, locks, procs, taskobjects, vault
 from laneboard.core.adapters.config import state_dir
 from laneboard.core.adapters.git import WorktreeEntry, run_git, worktree_list
 from laneboard.core.adapters.leases import LeaseStore
@@ -23,31 +23,20 @@ from laneboard.core.domain.lanes import LeaseKind
 from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.domain.runtime import Runtime, pane_of, same_pane
 from laneboard.core.domain.views import Finding
+from laneboard.core.operations import cancel, finalize, publish
 from laneboard.core.operations import discard as removal
-from laneboard.core.operations import finalize, publish
-from laneboard.core.operations.agents import unrecorded_panes
-from laneboard.core.operations.cancel import NOT_STARTED, cancel_requested, unsafe
-from laneboard.core.operations.facts import moved_checkout
-from laneboard.core.operations.provision import (
-    branch_message,
-    finish,
-    intent,
-    lock_reason,
-    pristine,
-    record_created,
-)
-from laneboard.core.operations.rollback import rollback
-
-
-def _by_path(entries: list[WorktreeEntry]) -> dict[str, WorktreeEntry]:
-    return {os.path.realpath(e.path): e for e in entries}
+from laneboard.core.operations.steps.cancelling import NOT_STARTED, cancel_requested
+from laneboard.core.operations.steps.facts import moved_checkout
+from laneboard.core.operations.steps.recovery import by_path, interrupted_provisioning
+from laneboard.core.operations.steps.stopping import unrecorded_panes
+from laneboard.core.operations.steps.undo import undo_cancel
 
 
 def diagnose(ctx: RepoContext, ledger: Ledger, *, fix: bool, runtime: Runtime) -> list[Finding]:
     """Every finding for one repo, fixing what `fix` allows as it goes (journalled with actor
     `doctor`)."""
     findings: list[Finding] = []
-    entries = _by_path(worktree_list(ctx.root))
+    entries = by_path(worktree_list(ctx.root))
     tasks = ledger.tasks(ctx.repo.id)
     live_paths = {os.path.realpath(t.worktree_path) for t in tasks if t.live}
     for task in tasks:  # a discard in progress keeps its worktree under a quarantine name
@@ -107,7 +96,6 @@ def diagnose(ctx: RepoContext, ledger: Ledger, *, fix: bool, runtime: Runtime) -
 def _confinement_findings(ctx: RepoContext, tasks: list[Task]) -> list[Finding]:
     """Confinement the policy asks for but this machine cannot give, and each running agent
     that was started unconfined (DESIGN.md section 5a: never silently absent)."""
-    from laneboard.core.adapters import confine
 
     found: list[Finding] = []
     if ctx.settings.confine.mode != "off":
@@ -129,7 +117,6 @@ def _confinement_findings(ctx: RepoContext, tasks: list[Task]) -> list[Finding]:
 def _object_findings(ctx: RepoContext, tasks: list[Task], fix: bool) -> list[Finding]:
     """Objects a task's git wrote in its sandbox that are not in the common store yet (its
     warden was killed before it moved them): moved, verified, with `fix`."""
-    from laneboard.core.adapters import taskobjects
 
     found: list[Finding] = []
     common = ctx.common_dir / "objects"
@@ -170,7 +157,6 @@ def _vault_findings(
     the repository's mirror ref: a mirror ref that is gone or moved is put back from the
     vault, and one the vault lacks is copied there (with `fix`); one neither holds is lost,
     and said so."""
-    from laneboard.core.adapters import vault
 
     found: list[Finding] = []
     held = vault.path(state_dir(), ctx.repo.id)
@@ -291,7 +277,7 @@ def _task_findings(
 ) -> list[Finding]:
     actor = Actor.DOCTOR
     if task.state is TaskState.PROVISIONING:
-        return [_interrupted_provisioning(ctx, ledger, task, entries, fix, actor, runtime)]
+        return [interrupted_provisioning(ctx, ledger, task, entries, fix, actor, runtime)]
     if task.state is TaskState.DISCARDING:
         return [_interrupted_discard(ctx, ledger, task, fix, actor, runtime)]
     if task.state is TaskState.FINALIZING:
@@ -460,13 +446,11 @@ def _interrupted_cancel(
 ) -> Finding:
     """A cancel of a task no agent had started, stopped after its intent: `--fix` finishes it
     (removes exactly what the task created, saving anything written there)."""
-    from laneboard.core.operations.cancel import undo
-
     detail = "cancelling was interrupted; --fix finishes it (what anyone wrote there is saved)"
     taken = _take_over(ledger, task, fix, "cancel", detail)
     if isinstance(taken, Finding):
         return taken
-    return _cancel_fixed(task, detail, lambda: undo(ctx, ledger, taken, actor))
+    return _cancel_fixed(task, detail, lambda: undo_cancel(ctx, ledger, taken, actor))
 
 
 def _unanswered_cancel(
@@ -474,7 +458,6 @@ def _unanswered_cancel(
 ) -> Finding:
     """A cancel that asked while the task was provisioning, and died before it was answered:
     the task was provisioned and no agent may be handed it. `--fix` does the cancel."""
-    from laneboard.core.operations import cancel
 
     detail = "a cancel was asked and never finished; --fix cancels it (`laneboard cancel`)"
     if not fix:
@@ -496,101 +479,3 @@ def _cancel_fixed(task: Task, detail: str, finish: Callable[[], Task]) -> Findin
     return Finding(
         "interrupted-cancel", detail, task.name, task.id, fixed=f"marked {done.state.value}"
     )
-
-
-def _interrupted_provisioning(
-    ctx: RepoContext,
-    ledger: Ledger,
-    task: Task,
-    entries: dict[str, WorktreeEntry],
-    fix: bool,
-    actor: Actor,
-    runtime: Runtime | None = None,
-) -> Finding:
-    """Provisioning whose process died. The branch is the task's own when the ledger says so or
-    its reflog names the task; the worktree when the ledger says so or git's lock carries the
-    task's lock reason. `--fix` finishes a worktree that is provably the task's and pristine, and
-    otherwise undoes exactly what is provably the task's, leaving everything else alone."""
-    if task.owner_pid is not None and procs.alive(task.owner_pid, task.owner_start):
-        return Finding(
-            "provisioning-in-progress",
-            f"process {task.owner_pid} is still provisioning it",
-            task.name,
-            task.id,
-        )
-    planned = intent(ledger, task)
-    start = planned.get("start_sha", task.base_sha)
-    entry = entries.get(os.path.realpath(task.worktree_path))
-    branch_ours = task.branch_created_by_us or ctx.git.created_by(
-        task.branch, branch_message(task.id)
-    )
-    worktree_ours = entry is not None and (
-        task.worktree_created_by_us or entry.locked == lock_reason(task.id)
-    )
-    complete = worktree_ours and branch_ours and entry is not None and entry.branch == task.branch
-    cancelled = cancel_requested(ledger, task.id)
-    if complete and cancelled:
-        complete = False
-        detail = "provisioning was interrupted and the task was cancelled; --fix undoes it"
-    elif complete:
-        detail = "provisioning was interrupted after the worktree was created; --fix finishes it"
-    else:
-        detail = "provisioning was interrupted before the worktree was complete"
-        leftovers = _unproven(ctx, task, entry, branch_ours, worktree_ours)
-        if leftovers:
-            detail += "; found " + " and ".join(leftovers) + ", left alone"
-        detail += "; --fix undoes what is the task's own and marks it " + (
-            "cancelled" if cancelled else "failed"
-        )
-    if not fix:
-        return Finding("interrupted-provisioning", detail, task.name, task.id)
-    if not ledger.claim(task.id, task.owner_pid, task.owner_start):
-        return Finding(
-            "provisioning-in-progress", "another process took it over", task.name, task.id
-        )
-    task = ledger.task(task.id)
-    if branch_ours and not task.branch_created_by_us:
-        task = record_created(ledger, task, actor, start, worktree=False, recovered=True)
-    if worktree_ours and not task.worktree_created_by_us:
-        # git may have been killed half-way through its checkout: adopt only a pristine one.
-        if complete and not pristine(task, start):
-            complete = False
-        task = record_created(ledger, task, actor, start, branch=False, recovered=True)
-    try:
-        if complete:
-            finish(ctx, ledger, task, actor, setup_is_ours=False)
-            return Finding("interrupted-provisioning", detail, task.name, task.id, fixed="finished")
-        final = TaskState.CANCELLED if cancelled else TaskState.FAILED
-        # Asked to cancel, what setup left may go too (anything else written there is saved
-        # first), unless something a snapshot cannot keep is there.
-        force = cancelled and runtime is not None and not unsafe(ctx, ledger, task, runtime)
-        rollback(
-            ctx, ledger, task, reason="interrupted: " + detail, actor=actor, force=force,
-            final=final,
-        )  # fmt: skip
-    except LaneboardError as err:
-        reasons = "; ".join([str(err), *err.details])
-        return Finding(
-            "interrupted-provisioning", detail, task.name, task.id, fixed=f"not fixed: {reasons}"
-        )
-    kept = ledger.task(task.id)
-    return Finding(
-        "interrupted-provisioning", detail, task.name, task.id, fixed=f"marked {kept.state.value}"
-    )
-
-
-def _unproven(
-    ctx: RepoContext,
-    task: Task,
-    entry: WorktreeEntry | None,
-    branch_ours: bool,
-    worktree_ours: bool,
-) -> list[str]:
-    found: list[str] = []
-    if entry is not None and not worktree_ours:
-        found.append(f"a worktree at {entry.path} that laneboard cannot prove it created")
-    elif entry is None and os.path.lexists(task.worktree_path):
-        found.append(f"a directory at {task.worktree_path} that is not a worktree")
-    if ctx.git.branch_tip(task.branch) is not None and not branch_ours:
-        found.append(f"branch {task.branch} that laneboard cannot prove it created")
-    return found

@@ -23,14 +23,16 @@ from laneboard.core.adapters.channel import Client, LeaseDesk, Server
 from laneboard.core.adapters.config import Settings, state_dir
 from laneboard.core.adapters.db import Database, from_db, to_db
 from laneboard.core.adapters.leases import Held, LeaseStore, hold, lease_env
+from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.process import CommandNotFound, find_command, spawn_and_wait
 from laneboard.core.adapters.verify import common_dir_of, verify_worktree
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.identity import Identity
 from laneboard.core.domain.lanes import LEASE_ENV, LEDGER_ENV, Lease, LeaseKind
+from laneboard.core.domain.models import Actor
 from laneboard.core.domain.names import namespace_of
 from laneboard.core.domain.values import value
-from laneboard.core.operations import confinement
+from laneboard.core.operations.steps import confinement
 
 UNSETTLED = ("new", "provisioning", "discarding")
 """States in which a task's worktree is being created or removed: no command may run there."""
@@ -181,9 +183,6 @@ def _sandbox(
     assert target.lane is not None and target.admin_name
     branch = target.branch
     if settings.confine.mode != "off" and branch and namespace_of(branch, target.label) is None:
-        from laneboard.core.adapters.ledger import Ledger
-        from laneboard.core.domain.models import Actor
-
         ledger = Ledger(store.database)
         branch = confinement.own_namespace(
             ledger, target.root, ledger.task(target.lane), Actor.CLI

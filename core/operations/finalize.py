@@ -56,18 +56,17 @@ from laneboard.core.adapters.leases import Held
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.adapters.verify import verify_worktree
-from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.errors import LaneboardError, describe
 from laneboard.core.domain.identity import Identity
 from laneboard.core.domain.lanes import INTEGRATION_LANE, LeaseKind
 from laneboard.core.domain.lifecycle import check_transition
 from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.domain.runtime import Runtime, agent_processes, pane_of
 from laneboard.core.domain.values import value
-from laneboard.core.operations import confinement
-from laneboard.core.operations.facts import branch_uses, dependents
-from laneboard.core.operations.provision import describe
-from laneboard.core.operations.rebase import refuse_merges
-from laneboard.core.operations.setup import failure, run_logged
+from laneboard.core.operations.steps import confinement
+from laneboard.core.operations.steps.commits import refuse_merges
+from laneboard.core.operations.steps.facts import branch_uses, dependents
+from laneboard.core.operations.steps.setup import failure, run_logged
 
 STRATEGIES = ("merge", "squash", "rebase")
 SCRATCH_PREFIX = ".integrating-"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from laneboard.core.adapters import history, safefs, vault
+from laneboard.core.adapters import vault
 from laneboard.core.adapters.git import first_line, run_git
 from laneboard.core.adapters.integrate import NO_HOOKS, REBASE_OPTIONS, ZERO, identity, update_ref
 from laneboard.core.adapters.ledger import Ledger
@@ -24,8 +24,9 @@ from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.lanes import LeaseKind
 from laneboard.core.domain.models import Actor, Task
 from laneboard.core.domain.runtime import Runtime, pane_of, pane_state
-from laneboard.core.operations import agents, confinement
-from laneboard.core.operations.facts import admin_dir, operations_in
+from laneboard.core.operations.steps import agentstate, confinement
+from laneboard.core.operations.steps.commits import checked_out, refuse_merges
+from laneboard.core.operations.steps.facts import admin_dir, operations_in
 
 
 def rebase(
@@ -41,7 +42,7 @@ def rebase(
         raise LaneboardError(f"target branch {task.target!r} does not exist in {ctx.root}")
     seen = pane_state(runtime, pane_of(task))
     if seen is not None and seen.alive:
-        state = agents.observe_all(lambda _task: ctx.settings, [task], runtime).get(task.id)
+        state = agentstate.observe_all(lambda _task: ctx.settings, [task], runtime).get(task.id)
         if state is None or state.state is not AgentState.IDLE:
             doing = state.state.value if state is not None else "running"
             raise LaneboardError(
@@ -114,25 +115,3 @@ def rebase(
         {"onto": onto, "old": old, "new": new, "kept": kept},
     )
     return ledger.task(task.id), ()
-
-
-def checked_out(admin: Path | None) -> str | None:
-    """The ref a worktree's HEAD names (`refs/heads/...`), read without following a link;
-    None when HEAD is detached, missing or not a plain file."""
-    raw = None if admin is None else safefs.read_regular(admin / "HEAD", 4096)
-    if raw is None or not raw.startswith(b"ref: "):
-        return None
-    return raw[5:].strip().decode(errors="replace")
-
-
-def refuse_merges(ctx: RepoContext, task: Task, onto: str, tip: str) -> None:
-    """A rebase redoes merge commits by merging again, which drops whatever a merge commit
-    itself changed (a resolution, an amendment): a branch that holds merges is not rebased."""
-    base = history.merge_base(ctx.root, onto, tip) or onto
-    merges = run_git(["rev-list", "--merges", f"{base}..{tip}"], cwd=ctx.root).stdout.split()
-    if merges:
-        raise LaneboardError(
-            f"{task.name}: its branch holds {len(merges)} merge commit(s) (the newest "
-            f"{merges[0].decode()[:12]}); a rebase could drop what they changed: use "
-            "`finalize --merge` (strategy merge or squash) instead"
-        )

@@ -10,7 +10,7 @@ from laneboard.core.adapters.git import GitRepo, discover
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import NotRegistered, RepoContext
 from laneboard.core.domain.models import Actor
-from laneboard.core.operations.relocate import find_moved, identity_of, relocate
+from laneboard.core.operations.steps.relocate import find_moved, identity_of, relocate
 
 
 def open_repo(ledger: Ledger, path: Path, *, register: bool, actor: Actor) -> RepoContext:

@@ -19,7 +19,7 @@ from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.lanes import Lease
 from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.domain.names import branch_for, check_task_name, namespace_of
-from laneboard.core.operations.provision import create, refuse_live_name
+from laneboard.core.operations.steps.creation import create, refuse_live_name
 
 OnWait = Callable[[Lease], None] | None
 

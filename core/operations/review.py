@@ -17,8 +17,9 @@ from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.errors import GitError, LaneboardError
 from laneboard.core.domain.models import Actor, Task
-from laneboard.core.domain.review import Committed, Pending, Review
-from laneboard.core.operations import confinement
+from laneboard.core.domain.review import Pending, Review
+from laneboard.core.operations.steps import confinement
+from laneboard.core.operations.steps.commits import committed
 
 
 def tip_of(ctx: RepoContext, task: Task) -> str:
@@ -33,16 +34,6 @@ def tip_of(ctx: RepoContext, task: Task) -> str:
 
 def target_tip(ctx: RepoContext, task: Task) -> str | None:
     return ctx.git.branch_tip(task.target) if task.target else None
-
-
-def committed(ctx: RepoContext, ledger: Ledger, base: str, tip: str) -> Committed:
-    """The commits and changed files from `base` to `tip`, from the cache when it has them."""
-    cached = ledger.cached_review(base, tip)
-    if cached is not None:
-        return Committed.from_dict(cached)
-    found = Committed(history.commits(ctx.root, base, tip), history.changes(ctx.root, base, tip))
-    ledger.cache_review(base, tip, found.as_dict())
-    return found
 
 
 def review(ctx: RepoContext, ledger: Ledger, task: Task) -> Review:

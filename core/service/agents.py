@@ -24,6 +24,7 @@ from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.domain.runtime import PaneRef, pane_of, pane_state, same_pane
 from laneboard.core.domain.views import Outcome
 from laneboard.core.operations import agents
+from laneboard.core.operations.steps import agentstate
 from laneboard.core.service.parts import ServicePart
 
 if TYPE_CHECKING:
@@ -265,7 +266,7 @@ class AgentCommands(ServicePart):
         ctx = self._open(where)
         found = self._live(ctx, task)
         pane = self._pane(ctx, found)
-        profile = agents.profile_of(ctx.settings, found)
+        profile = agentstate.profile_of(ctx.settings, found)
         env = agents.environment(ctx, found, profile, agents.shim_dir(found))
         return self.runtime.shell(pane, found.worktree_path, env)
 
@@ -280,7 +281,7 @@ class AgentCommands(ServicePart):
         running = [task for task in tasks if task.state is TaskState.RUNNING and task.tmux_pane]
         if not running:
             return {}
-        return agents.observe_all(lambda _task: ctx.settings, running, self.runtime)
+        return agentstate.observe_all(lambda _task: ctx.settings, running, self.runtime)
 
     def reconcile(self, *, record: bool = False) -> list[Task]:
         """Write down what the runtime did on its own: exited agents make their tasks ready
@@ -313,7 +314,7 @@ class AgentCommands(ServicePart):
                     settings[task.repo_id] = load_settings(None)
             return settings[task.repo_id]
 
-        states = agents.observe_all(settings_of, running, self.runtime) if running else {}
+        states = agentstate.observe_all(settings_of, running, self.runtime) if running else {}
         for task in running:
             state = states.get(task.id)
             if state is None:
@@ -358,14 +359,14 @@ class AgentCommands(ServicePart):
     ) -> list[Task]:
         """What one running task's observed `state` changes in the ledger."""
         ledger = self._ledger()
-        reported = agents.conversation_reported(task)
+        reported = agentstate.conversation_reported(task)
         if reported is not None:
             task = ledger.update_task(
                 task.id, actor=Actor.HOOK, kind="agent.conversation",
                 data={"conversation": reported}, conversation_id=reported,
             )  # fmt: skip
-        profile = agents.profile_of(settings, task)
-        if state.state is AgentState.EXITED or agents.said_done(task, state, profile):
+        profile = agentstate.profile_of(settings, task)
+        if state.state is AgentState.EXITED or agentstate.said_done(task, state, profile):
             with locks.held("agents"):  # not while another process starts it again
                 now = ledger.task(task.id)
                 if (

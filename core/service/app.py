@@ -300,7 +300,7 @@ class Service(AgentCommands, ReviewCommands, DelegationCommands):
         the same parent, base SHA, target, agent and prompt; the first try's task and journal
         stay as they were. `options` are `new`'s (`on_wait`, `on_output`, `start`)."""
         from laneboard.core.domain.models import TaskState
-        from laneboard.core.operations.provision import intent
+        from laneboard.core.operations.steps.created import intent
 
         found = self.resolve(where, task)
         if found.state not in (TaskState.FAILED, TaskState.CANCELLED):
@@ -374,10 +374,10 @@ class Service(AgentCommands, ReviewCommands, DelegationCommands):
 
     def discard_preview(self, where: RepoRef, task: str) -> tuple[Blocker, ...]:
         """What would block discarding the task right now (changes nothing)."""
-        from laneboard.core.operations import discard
+        from laneboard.core.operations.steps.blockers import preview
 
         ctx = self._open(where)
-        decision = discard.preview(ctx, self._ledger(), self._live(ctx, task), self.runtime)
+        decision = preview(ctx, self._ledger(), self._live(ctx, task), self.runtime)
         return decision.blockers
 
     def discard(

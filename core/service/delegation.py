@@ -196,7 +196,7 @@ class DelegationCommands(ServicePart):
     def cancel_removes(self, task: Task) -> bool:
         """A cancel of `task` now would remove what it created (no agent was ever handed its
         worktree), rather than keep everything. What the board's dialog says before asking."""
-        from laneboard.core.operations import cancel as cancelling
+        from laneboard.core.operations.steps import cancelling
 
         now = self._ledger().task(task.id)
         before_agent = now.state in (*cancelling.NOT_STARTED, TaskState.PROVISIONING)
@@ -207,7 +207,7 @@ class DelegationCommands(ServicePart):
         branch land on the parent's own target instead, each journalled (`task.retargeted`).
         Returns each child as it is now with the target it had. Tasks stacked on the branch
         that are not its children still refuse the cancel."""
-        from laneboard.core.operations.facts import dependents
+        from laneboard.core.operations.steps.facts import dependents
 
         ledger = self._ledger()
         moved: list[tuple[Task, str | None]] = []

@@ -29,7 +29,7 @@ from laneboard.core.adapters import safefs, snapshot
 from laneboard.core.adapters.db import Database, default_path
 from laneboard.core.adapters.leases import LeaseStore
 from laneboard.core.domain.lanes import LeaseState
-from laneboard.core.operations import discard
+from laneboard.core.operations.steps import snapshots
 from tests.conftest import DEADLINE, git
 from tests.procs import LANEBOARD, laneboard_env, started
 
@@ -158,7 +158,7 @@ def test_a_snapshot_never_overwrites_a_ref_taken_meanwhile(
     it writes it: the discard stops there, their ref stays as it is, and nothing is removed."""
     theirs = git(repo, "commit-tree", "-m", "someone else's", "HEAD^{tree}")
     taken: list[str] = []
-    real = discard.next_ref
+    real = snapshots.next_ref
 
     def next_ref_then_taken(*args: Any) -> tuple[int, str]:
         n, ref = real(*args)
@@ -168,7 +168,7 @@ def test_a_snapshot_never_overwrites_a_ref_taken_meanwhile(
         return n, ref
 
     with monkeypatch.context() as patched:
-        patched.setattr(discard, "next_ref", next_ref_then_taken)
+        patched.setattr(snapshots, "next_ref", next_ref_then_taken)
         stopped = cli("discard", "t", "--force")
 
     assert stopped.code == 1

@@ -17,11 +17,13 @@ from pathlib import Path
 from laneboard.core.adapters.git import delete_ref_if, status, worktree_list, worktree_remove
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import RepoContext
-from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.errors import LaneboardError, ProvisionFailed, describe
 from laneboard.core.domain.lanes import Lease, LeaseKind
 from laneboard.core.domain.models import Actor, Task, TaskState
-from laneboard.core.operations.copies import unchanged_copies
-from laneboard.core.operations.provision import ProvisionFailed, adopt_leftover_worktree, describe
+from laneboard.core.operations.steps.cancelling import CancelRequested, cancel_requested
+from laneboard.core.operations.steps.copies import unchanged_copies
+from laneboard.core.operations.steps.created import adopt_leftover_worktree
+from laneboard.core.operations.steps.snapshots import save_worktree
 
 OnWait = Callable[[Lease], None] | None
 
@@ -40,7 +42,6 @@ def rollback_after(
     this process, so that `laneboard doctor --fix` finishes or undoes it later; the error says
     so. A provisioning stopped because someone cancelled the task (`laneboard cancel`) ends
     `cancelled`, any other `failed`."""
-    from laneboard.core.operations.cancel import CancelRequested, cancel_requested
 
     reason = describe(err)
     cancelled = isinstance(err, CancelRequested) or cancel_requested(ledger, task.id)
@@ -95,7 +96,6 @@ def rollback(
 def _undo(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor, *, force: bool) -> list[str]:
     """Remove the task's worktree and branch where the ledger proves them its own; return what
     was kept and why."""
-    from laneboard.core.operations.discard import save_worktree
 
     path = Path(task.worktree_path)
     kept: list[str] = []
@@ -148,3 +148,13 @@ def _not_pristine(ledger: Ledger, task: Task) -> tuple[bool, str | None]:
     ignored = [path for path in facts.ignored if path not in ours]
     first = (work + ignored)[0] if work or ignored else None
     return bool(work), first
+
+
+def undo_cancel(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> Task:
+    """Remove exactly what the `cancelling` task created and mark it cancelled (the cancel's
+    own second half, and what `doctor --fix` runs for a cancel that was interrupted)."""
+
+    task = adopt_leftover_worktree(ctx, ledger, task, actor)
+    return rollback(
+        ctx, ledger, task, reason="cancelled", actor=actor, force=True, final=TaskState.CANCELLED
+    )

@@ -25,8 +25,8 @@ from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.lanes import Lease, LeaseKind
 from laneboard.core.domain.models import Actor, Task
-from laneboard.core.operations import confinement
-from laneboard.core.operations.cancel import CancelRequested, stop_check
+from laneboard.core.operations.steps import confinement
+from laneboard.core.operations.steps.cancelling import CancelRequested, stop_check
 
 TICK_SECONDS = 0.25
 """How often the setup's output is passed on, and a cancel looked at, while it runs."""

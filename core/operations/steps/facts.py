@@ -31,8 +31,8 @@ from laneboard.core.domain.lanes import LeaseState
 from laneboard.core.domain.models import Task
 from laneboard.core.domain.runtime import Runtime, agent_processes, pane_of
 from laneboard.core.domain.values import field, replace, value
-from laneboard.core.operations.copies import unchanged_copies
-from laneboard.core.operations.provision import LOCK_PREFIX, branch_message
+from laneboard.core.operations.steps.copies import unchanged_copies
+from laneboard.core.operations.steps.naming import LOCK_PREFIX, branch_message
 
 OPERATIONS = (
     ("MERGE_HEAD", "merge"),
