@@ -219,7 +219,7 @@ def serve(task_id: str | None) -> int:
         me = inside.whoami(channel)
         scope = Scope(str(me["task"]), str(me["name"]), None, {})
     else:
-        from laneboard.tui.cli import open_service
+        from laneboard.tui.root import open_service
 
         found = open_service()
         root = found.task_by_id(task_id) if task_id else found.task_at(Path(os.getcwd()))

@@ -7,7 +7,7 @@ import pytest
 
 from laneboard.core.domain.errors import UsageError
 from laneboard.core.service.commands import COMMANDS
-from laneboard.tui.cli import HANDLERS
+from laneboard.tui.commands import handlers
 from laneboard.tui.parser import build
 
 LINES = [
@@ -29,7 +29,7 @@ LINES = [
 
 
 def _parse(words: list[str], partial: bool) -> tuple[str, object]:
-    parser = build(HANDLERS, words if partial else ())
+    parser = build(handlers(), words if partial else ())
     try:
         parsed = vars(parser.parse_args(words))
     except (UsageError, SystemExit) as err:
@@ -44,7 +44,7 @@ def test_the_partial_parser_agrees_with_the_whole_one(words: list[str]) -> None:
 
 
 def _choices(words: list[str]) -> list[str]:
-    parser = build(HANDLERS, words)
+    parser = build(handlers(), words)
     return [
         name
         for action in parser._actions

@@ -1,0 +1,183 @@
+"""Commands of the review and integration: review, conflicts, finalize, rebase."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from laneboard.core.domain.errors import LaneboardError, UsageError
+from laneboard.core.domain.models import TaskState
+from laneboard.tui.commands.common import (
+    here_or_all,
+    page,
+    print_output,
+    print_wait,
+    repo_arg,
+    report,
+)
+from laneboard.tui.root import open_service
+
+if TYPE_CHECKING:
+    import argparse
+
+    from laneboard.core.domain.views import Outcome
+    from laneboard.core.service.app import Service
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    from laneboard.tui import output, reviews
+
+    service = open_service()
+    if args.mark:
+        task, repo, seen = service.mark_reviewed(repo_arg(args), args.name)
+        if not args.json:
+            print(f"{task.name}: reviewed {seen.tip}")
+            if seen.uncommitted or seen.untracked:
+                count = len(seen.uncommitted) + len(seen.untracked)
+                print(
+                    f"laneboard: warning: {count} uncommitted file(s) are not part of the "
+                    "review; finalize refuses them until they are committed",
+                    file=sys.stderr,
+                )
+    else:
+        task, repo, seen = service.review(repo_arg(args), args.name)
+    wanted = (args.file,) if args.file else None
+    files = [f for f in seen.committed.files if wanted is None or f.path in wanted]
+    if args.file and not files:
+        raise LaneboardError(f"{task.name}: {args.file} is not among the changed files")
+    show = args.patch or bool(args.file)
+    if args.json:
+        patches: dict[str, str | None] | None = None
+        if show:
+            patches = {}
+            for change in files:
+                if reviews.patch_summary(change, seen.merge_base, seen.tip) is None:
+                    paths = (change.path, *((change.old_path,) if change.old_path else ()))
+                    raw = service.patch(repo.id, task.id, paths)
+                    patches[change.path] = raw.decode(errors="surrogateescape")
+                else:
+                    patches[change.path] = None
+        output.emit_json(reviews.review_document(task, repo, seen, patches))
+        return 0
+    if args.mark and not show:
+        return 0
+    parts = [] if args.file else [reviews.review_text(task, seen)]
+    if show:
+        shown: list[str] = []
+        for change in files:
+            summary = reviews.patch_summary(change, seen.merge_base, seen.tip)
+            if summary is not None:
+                parts.append(summary)
+            else:
+                shown += [change.path, *((change.old_path,) if change.old_path else ())]
+        if shown:
+            parts.append(
+                service.patch(repo.id, task.id, tuple(shown)).decode(errors="surrogateescape")
+            )
+    page("\n".join(parts))
+    return 0
+
+
+def cmd_conflicts(args: argparse.Namespace) -> int:
+    from laneboard.tui import reviews
+
+    service = open_service()
+    _, report = here_or_all(args, service.conflicts)
+    if args.json:
+        from laneboard.tui import output
+
+        output.emit_json(reviews.conflicts_document(report))
+        return 0
+    targets = {
+        view.task.id: view.task.target
+        for repo, _ in report
+        for view in service.tasks(repo.id, facts=False)
+    }
+    print(reviews.conflicts_text(report, targets))
+    return 0
+
+
+def _finalize_one(
+    args: argparse.Namespace, service: Service, name: str | int, where: Path | int
+) -> Outcome:
+    return service.finalize(
+        where,
+        str(name),
+        into=args.into,
+        strategy=args.strategy,
+        on_wait=print_wait,
+        on_output=print_output,
+    )
+
+
+def _finalized_line(done: Outcome, into: str | None) -> str:
+    task = done.task
+    old, new = task.target_old or "", task.target_new or ""
+    moved = "already in it" if old == new else f"{old[:12]} -> {new[:12]}"
+    where = "worktree and branch removed" if not done.notes else "; ".join(done.notes)
+    return f"finalized {task.finalized_sha} into {into or task.target} ({moved}); {where}"
+
+
+def cmd_finalize(args: argparse.Namespace) -> int:
+    if args.all_ready == bool(args.name):
+        raise UsageError("name a task or give --all-ready")
+    if args.publish and (args.into or args.strategy or args.all_ready):
+        raise UsageError(
+            "--publish pushes the task's branch: --into, --strategy and --all-ready are for --merge"
+        )
+    if args.merge and (args.remote or args.pr or args.draft):
+        raise UsageError("--remote, --pr and --draft are for --publish")
+    given = (("--into", args.into), ("--strategy", args.strategy), ("--remote", args.remote))
+    for option, value in given:
+        if value is not None and not value.strip():
+            raise UsageError(f"{option} needs a value")
+    service = open_service()
+    where = repo_arg(args)
+    if args.publish:
+        done, note, remote = service.publish(
+            where, args.name, remote=args.remote, pr=args.pr, draft=args.draft
+        )
+        line = f"published {done.task.finalized_sha} to {remote} {done.task.branch}"
+        if done.task.pr_url:
+            line += f"; pull request {done.task.pr_url}"
+        result = report(args, done, line, notes=[note] if note else [])
+        if note:
+            print(f"laneboard: {note}", file=sys.stderr)
+        return result
+    if not args.all_ready:
+        done = _finalize_one(args, service, args.name, where)
+        return report(args, done, _finalized_line(done, args.into), notes=list(done.notes))
+    ready = service.ready(where)
+    chosen = {t.id for t in ready}
+    for view in service.tasks(where, facts=False):
+        task = view.task
+        skipped = task.reviewed_sha and task.live and task.id not in chosen
+        if skipped and task.state is not TaskState.FINALIZED:
+            print(f"laneboard: skipped {task.name}: its branch moved since review", file=sys.stderr)
+    if not ready:
+        print("no reviewed task is ready (its branch still at the reviewed SHA)")
+        return 0
+    for i, task in enumerate(ready):
+        try:
+            done = _finalize_one(args, service, task.id, where)
+        except LaneboardError as err:
+            print(f"laneboard: {task.name}: {err}", file=sys.stderr)
+            rest = [t.name for t in ready[i + 1 :]]
+            if rest:
+                print(f"laneboard: not attempted: {', '.join(rest)}", file=sys.stderr)
+            return 1
+        print(f"{done.task.name}: {_finalized_line(done, args.into)}")
+    return 0
+
+
+def cmd_rebase(args: argparse.Namespace) -> int:
+    done, conflicts = open_service().rebase(repo_arg(args), args.name, on_wait=print_wait)
+    if conflicts:
+        raise LaneboardError(
+            f"{done.task.name}: the rebase stopped with conflicts in {', '.join(conflicts)}; "
+            f"resolve them in {done.task.worktree_path} (`git rebase --continue`) or "
+            "`git rebase --abort` there"
+        )
+    tip = done.task.branch
+    return report(args, done, f"rebased {tip} onto {done.task.target}")
