@@ -6,7 +6,7 @@ tools: `delegate` (spawn a child task with a prompt), `wait`, `status`, `send`, 
 unchanged, so a tool's result is exactly what the CLI prints; a refused command is a tool
 error carrying the CLI's one-line reasons.
 
-Scope is the command line's, in one place (`tui.cli._check_caller`): inside a task's sandbox
+Scope is the command line's, in one place (`tui.cli` checks a caller): inside a task's sandbox
 every command goes through the task's channel, whose server runs it scoped to that task's
 subtree; started elsewhere for a task (`LANEBOARD_TASK`, `--task`, or the worktree it starts
 in), the server scopes its commands the same way (`LANEBOARD_CALLER`); started elsewhere for no

@@ -236,18 +236,18 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _validate(data: dict[str, Any], source: str) -> Settings:
+def validate(data: dict[str, Any], source: str) -> Settings:
     """The settings `data` describes, or `ConfigError` naming `source` and the field."""
     if not data:
         return Settings()
-    marker = _cache_marker(data)
+    marker = cache_marker(data)
     if marker is not None:
         try:
             normalized = json.loads(marker.read_text())
         except (OSError, ValueError):
             pass  # no marker (or a damaged one): validate
         else:
-            built: Settings = _build(Settings, normalized)
+            built: Settings = build(Settings, normalized)
             return built
     import dataclasses
 
@@ -258,7 +258,7 @@ def _validate(data: dict[str, Any], source: str) -> Settings:
     except ValidationError as err:
         first = err.errors()[0]
         raise ConfigError(f"{source}: field {_where(first['loc'])}: {_plain(first)}") from None
-    settings: Settings = _build(Settings, dataclasses.asdict(checked))
+    settings: Settings = build(Settings, dataclasses.asdict(checked))
     problem = _problem(settings)
     if problem:
         raise ConfigError(f"{source}: field {problem}")
@@ -367,7 +367,7 @@ def _schema() -> str:
     ).hexdigest()
 
 
-def _cache_marker(data: dict[str, Any]) -> Path | None:
+def cache_marker(data: dict[str, Any]) -> Path | None:
     """The marker file that says `data` passed validation by this version of this module; it
     holds the validated, normalized settings (pydantic's conversions applied) as JSON."""
     try:
@@ -410,7 +410,7 @@ def _hints(cls: Any) -> dict[str, Any]:
     return get_type_hints(cls)
 
 
-def _build(cls: Any, data: dict[str, Any]) -> Any:
+def build(cls: Any, data: dict[str, Any]) -> Any:
     """Rebuild settings from their validated, normalized JSON (lists become tuples, tables the
     nested value classes), without pydantic."""
     hints = _hints(cls)
@@ -421,7 +421,7 @@ def _build(cls: Any, data: dict[str, Any]) -> Any:
         given = data[item.name]
         hint = hints[item.name]
         if isinstance(given, dict) and is_value(hint):
-            given = _build(hint, given)
+            given = build(hint, given)
         elif isinstance(given, list):
             given = tuple(given)
         values[item.name] = given
@@ -435,18 +435,18 @@ def load_settings(root: Path | None = None) -> Settings:
     """
     user_path = config_dir() / USER_CONFIG_NAME
     data = _read_toml(user_path)
-    _validate(data, str(user_path))
+    validate(data, str(user_path))
     if root is not None:
         repo_path = root / REPO_CONFIG_NAME
         repo_data = _read_toml(repo_path)
-        _validate(repo_data, str(repo_path))
+        validate(repo_data, str(repo_path))
         if "slots" in repo_data.get("lanes", {}):
             raise ConfigError(
                 f"{repo_path}: field lanes.slots: slots are machine-wide; set them in "
                 f"{user_path} (a repo can cap itself with lanes.repo_cap)"
             )
         data = _merge(data, repo_data)
-    settings = _validate(data, "configuration")
+    settings = validate(data, "configuration")
     slots = os.environ.get("LANEBOARD_SLOTS")
     if slots is not None:
         if not slots.isdigit() or int(slots) < 1:
@@ -478,7 +478,7 @@ def save_user_value(key: str, text: str) -> Path:
 
     content = "".join(lines)
     try:
-        _validate(tomllib.loads(content), str(path))
+        validate(tomllib.loads(content), str(path))
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
     target = path.resolve()  # a config.toml that links to a dotfile: write the dotfile

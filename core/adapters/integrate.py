@@ -26,7 +26,7 @@ REBASE_OPTIONS = ("--no-autostash", "--no-autosquash", "--no-update-refs", "--re
 ZERO = "0" * 40
 
 
-def _git(
+def quiet_git(
     args: list[str],
     cwd: Path,
     *,
@@ -108,7 +108,7 @@ def commit_tree(
     args = ["commit-tree", tree]
     for parent in parents:
         args += ["-p", parent]
-    made = _git(args, root, env=_who(who), input=message.encode())
+    made = quiet_git(args, root, env=_who(who), input=message.encode())
     return made.stdout.decode().strip()
 
 
@@ -120,7 +120,7 @@ def update_ref(root: Path, ref: str, new: str, old: str, message: str) -> str | 
     """Move `ref` from `old` to `new` (`old` all zeros: create it) only if it is at `old` now,
     atomically (git's compare-and-swap). None when it moved; else git's reason, and nothing
     changed (the ref was not at `old`, or it is locked)."""
-    found = _git(["update-ref", "--no-deref", "-m", message, ref, new, old], root, check=False)
+    found = quiet_git(["update-ref", "--no-deref", "-m", message, ref, new, old], root, check=False)
     return None if found.returncode == 0 else first_line(found.stderr)
 
 
@@ -186,7 +186,7 @@ def fast_forward(
             f"files without asking): {', '.join(in_the_way[:5])}{more}"
         )
     args = ["merge", "--ff-only", "--no-stat", "--no-edit", "--no-autostash", new]
-    found = _git(args, root, check=False) if merge is None else merge(args)
+    found = quiet_git(args, root, check=False) if merge is None else merge(args)
     if found.returncode == 0:
         return None
     said = found.stderr or found.stdout
@@ -203,20 +203,20 @@ def fast_forward(
 def scratch_add(root: Path, path: Path, sha: str, reason: str) -> None:
     """A detached worktree at `path` checking out `sha`, locked with `reason` (proof it is
     laneboard's own integration worktree)."""
-    _git(["worktree", "add", "--detach", "--lock", "--reason", reason, str(path), sha], root)
+    quiet_git(["worktree", "add", "--detach", "--lock", "--reason", reason, str(path), sha], root)
 
 
 def scratch_remove(root: Path, path: Path) -> None:
     """Remove laneboard's scratch worktree (its files are a checkout of an integration result
     and what the gate built: nothing of anyone's). The caller verified it first."""
-    _git(["worktree", "remove", "--force", "--force", str(path)], root)
+    quiet_git(["worktree", "remove", "--force", "--force", str(path)], root)
 
 
 def rebase_onto(worktree: Path, onto: str, upstream: str, tip: str, who: tuple[str, str]) -> str:
     """Replay the commits `upstream..tip` onto `onto` in `worktree` (laneboard's scratch
     worktree, detached), keeping each author and committing as `who`; the new tip. A conflict
     aborts the rebase there (it is laneboard's own worktree) and raises with the files."""
-    found = _git(
+    found = quiet_git(
         ["rebase", *REBASE_OPTIONS, "--onto", onto, upstream, tip],
         worktree,
         env=_who(who, author=False),
@@ -226,7 +226,7 @@ def rebase_onto(worktree: Path, onto: str, upstream: str, tip: str, who: tuple[s
         return run_git(["rev-parse", "HEAD"], cwd=worktree).stdout.decode().strip()
     files = run_git(["diff", "--name-only", "--diff-filter=U", "-z"], cwd=worktree, check=False)
     names = [n.decode(errors="surrogateescape") for n in files.stdout.split(b"\0") if n]
-    _git(["rebase", "--abort"], worktree, check=False)
+    quiet_git(["rebase", "--abort"], worktree, check=False)
     raise RebaseConflict(names, first_line(found.stderr or found.stdout))
 
 

@@ -2,8 +2,8 @@
 out.
 
 Pure: no disk, no git, no clock. The facts are gathered fresh from disk at the moment of removal
-by `core.facts`; this module only decides. A blocker is a value carrying the fact behind it
-(`untracked file: notes.md`) so the operator can act on it.
+by `operations.steps.facts`; this module only decides. A blocker is a value carrying the fact
+behind it (`untracked file: notes.md`) so the operator can act on it.
 
 Some blockers can be lifted by a snapshot (the work is then saved under
 `refs/laneboard/snapshots/…` before removal, and `laneboard restore` brings it back); the others

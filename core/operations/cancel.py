@@ -15,7 +15,7 @@ A task still `provisioning` belongs to the process provisioning it: a cancel ask
 quarter second of its setup command, and rolls back to `cancelled`. When that process is dead,
 the cancel finishes the rollback itself, as `doctor --fix` would.
 
-Removal is the rollback of provisioning (`operations.rollback`): exactly what the task created
+Removal is the rollback of provisioning (`steps.undo`): exactly what the task created
 goes, anything someone wrote there is saved in a snapshot first, and a worktree that anything
 `discard` would refuse for and a snapshot cannot save (a process inside, a non-rebuildable
 ignored file) is not removed: the cancel is refused and nothing changes.

@@ -1,6 +1,6 @@
 """Retain and discard (DESIGN.md sections 7 and 8): stop or remove a task without losing work.
 
-Discard decides from facts gathered fresh at the moment of removal (`core.facts`, under the repo's
+Discard decides from facts gathered fresh at the moment of removal (`steps.facts`, under the repo's
 root-lane lease, so no lane command runs meanwhile) and refuses with every blocker, changing
 nothing, when any stands. Otherwise, in this order, each step journalled before it happens:
 
@@ -23,6 +23,11 @@ holds (HEAD, index, reflogs) are saved, then only its registration is removed. `
 resumes an interrupted discard from the journal and the disk (`doctor --fix`), including a
 removal git left half-done: files left in the quarantine are saved in a snapshot before they go.
 No `rm -rf`, no repo-wide prune, no branch chosen by pattern.
+
+Length: this module is longer than the ~400 lines the others keep to, on purpose: a discard is
+one ordered sequence of journalled steps, each resumable after a crash (`Discard`), and its order
+is checked by reading the steps in one place. What other operations share with it (the blockers,
+the snapshot, the stop of an agent) lives in `operations.steps`.
 """
 
 from __future__ import annotations

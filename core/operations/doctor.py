@@ -4,6 +4,9 @@ Reports what disagrees: tasks whose worktree or branch is missing, worktrees in 
 task owns (shown as unowned, never deleted), changes interrupted by a crash. With `fix`, it
 finishes or undoes only what exactly matches the intent recorded in the ledger; anything it cannot
 prove is laneboard's is reported and left alone.
+
+Length: about 500 lines, one finding kind per thing that can be left half-done, because doctor is
+the one module that reconciles every operation (it may call them all; nothing calls it).
 """
 
 from __future__ import annotations

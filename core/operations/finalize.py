@@ -24,6 +24,11 @@ journalled:
 A stop returns the task to `ready_for_review` with the reason journalled. `settle` finishes or
 undoes an interrupted finalize from the journal and the disk (`doctor --fix`): the target at the
 journalled result means it landed; anything else means it did not.
+
+Length: this module is longer than the ~400 lines the others keep to, on purpose: the plan and its
+refusals, then the integration (`Integration`) as one ordered sequence of journalled, resumable
+steps ending in the compare-and-swap of the target, read in one place so that the order is
+checked where it is written.
 """
 
 from __future__ import annotations

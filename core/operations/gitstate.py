@@ -7,7 +7,7 @@ branch's upstream for the one command (`-c branch.<b>.remote=. -c branch.<b>.mer
 so git reports ahead/behind in the same run, and one `git log --no-walk` names the last commit
 of every worktree. No pygit2 (its import alone costs more than all of this on a small board).
 Nothing expensive (reflogs, unique commits, `/proc`) is read here: that is for the moment of
-removal (`core.operations.facts`). A worktree that fails verification is not looked into (git
+removal (`operations.steps.facts`). A worktree that fails verification is not looked into (git
 would run its config).
 """
 

@@ -1,12 +1,7 @@
-"""Provisioning: from a task name to a pinned branch and linked worktree (DESIGN.md section 6).
-
-Owns the order of side effects. Intent is written to the ledger before any effect (making this
-process the task's owner while it is `provisioning`), each effect is journalled after it
-happens, and every step after `git worktree add` is idempotent, so `laneboard doctor` can finish
-an interrupted run from the ledger alone. A failure, an error or an interruption (Ctrl-C, a
-hang-up) rolls back exactly what this task created (`core.rollback`); it never deletes a branch
-or directory that existed before, and it never uses `-B` or checks out a pre-existing branch.
-"""
+"""Provisioning a new task (`laneboard new`): from a task name to a pinned branch and linked
+worktree (DESIGN.md section 6). This module checks the name and chooses the branch, target and
+parent; creating them, in the order of their side effects, each journalled and undone exactly on
+failure, is `steps.creation`'s (which `restore` shares)."""
 
 from __future__ import annotations
 

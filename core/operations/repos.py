@@ -1,5 +1,5 @@
 """Opening a repository for a command: discovery, settings, registration, and recognising a
-repository that moved since it was registered (`core.operations.relocate`)."""
+repository that moved since it was registered (`operations.steps.relocate`)."""
 
 from __future__ import annotations
 

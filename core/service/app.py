@@ -13,6 +13,10 @@ operations the service runs never fork a Python child or install signal handlers
 command is started by `subprocess` through a shell gate), so they are safe in a threaded
 process. Reads never write: `lanes()` and `snapshot()` show leases as the last admission pass
 left them, and a dead holder's lease is reaped by the next writer, not by a reader.
+
+Imports: each method imports the operation it runs inside its body, so a command loads only
+its own operation (`ls` never loads pygit2; `exec` has a lean entry of its own). This is for
+start-up time only: operations never import the service, so there is no cycle to dodge.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from laneboard.core.domain.lifecycle import OWNED
 from laneboard.core.domain.models import Actor, Event, Repo, Task, TaskState
 from laneboard.core.domain.names import TASK_ID, branch_for
 from laneboard.core.domain.runtime import NoRuntime, PaneState, Runtime, pane_of, pane_state
+from laneboard.core.domain.values import value
 from laneboard.core.domain.verdict import Reason, Verdict
 from laneboard.core.domain.views import (
     BoardConfig,
@@ -95,6 +100,20 @@ def target_branch(
     if alias is not None:
         raise LaneboardError(f"target {branch} is a symbolic ref to {alias}; name that branch")
     return branch
+
+
+@value
+class NewRequest:
+    """What `new` resolved before anything is created: where it runs (the parent's worktree
+    for a child), the base as asked and its SHA, the target, the parent, and notes for the
+    operator (a parent's uncommitted files that the child does not get)."""
+
+    where: Path
+    base_ref: str
+    base_sha: str
+    target: str | None
+    parent: Task | None
+    notes: tuple[str, ...]
 
 
 class Service(AgentCommands, ReviewCommands, DelegationCommands):
@@ -239,7 +258,36 @@ class Service(AgentCommands, ReviewCommands, DelegationCommands):
         (resolved once, pinned; the parent's uncommitted files are not copied, and the notes
         name them) and its target the parent's branch, unless `base`/`target` say otherwise.
         Refused beyond `delegation.max_depth` and `delegation.max_children`."""
-        from laneboard.core.operations import agents, provision
+        from laneboard.core.operations import provision
+
+        asked = self._new_request(Path(where), name, base, target, parent, start, agent, command)
+        ctx = self._open(
+            asked.where, register=True, on_wait=on_wait, cancel=cancel, on_output=on_output
+        )
+        requested = {"start": start, "agent": agent, "command": command, "prompt": prompt}
+        more = {"requested": requested, **({"retry_of": retry_of} if retry_of else {})}
+        task = provision.provision(
+            ctx, self._ledger(), name, asked.base_ref, asked.base_sha, self.actor,
+            target=asked.target, parent=asked.parent, more=more,
+        )  # fmt: skip
+        if start:
+            task = self._start_new(ctx, task, agent, command, prompt)
+        return Outcome(task, ctx.repo, notes=asked.notes)
+
+    def _new_request(
+        self,
+        where: Path,
+        name: str,
+        base: str | None,
+        target: str | None,
+        parent: str | None,
+        start: bool,
+        agent: str | None,
+        command: list[str] | None,
+    ) -> NewRequest:
+        """Everything `new` checks and resolves before anything is created: the name, the
+        agent, the parent's depth, the target and the base SHA. Refuses with one line."""
+        from laneboard.core.operations.agents import choose
 
         below: Task | None = None
         notes: list[str] = []
@@ -250,7 +298,7 @@ class Service(AgentCommands, ReviewCommands, DelegationCommands):
         settings = load_settings(paths.root)
         branch_for(settings.branch_prefix, name)
         if start:
-            agents.choose(settings, agent, command)  # refused before anything is created
+            choose(settings, agent, command)
         if below is not None:
             depth = self.depth(below) + 1
             if depth > settings.delegation.max_depth:
@@ -265,35 +313,37 @@ class Service(AgentCommands, ReviewCommands, DelegationCommands):
         if base is None and target is not None:
             base = f"refs/heads/{target}"
         base_sha = resolve_at(where, base or "HEAD")
-        ctx = self._open(where, register=True, on_wait=on_wait, cancel=cancel, on_output=on_output)
-        requested = {"start": start, "agent": agent, "command": command, "prompt": prompt}
-        more = {"requested": requested, **({"retry_of": retry_of} if retry_of else {})}
-        task = provision.provision(
-            ctx, self._ledger(), name, base or "HEAD", base_sha, self.actor, target=target,
-            parent=below, more=more,
-        )  # fmt: skip
-        if not start:
-            return Outcome(task, ctx.repo, notes=tuple(notes))
+        return NewRequest(where, base or "HEAD", base_sha, target, below, tuple(notes))
+
+    def _start_new(
+        self,
+        ctx: RepoContext,
+        task: Task,
+        agent: str | None,
+        command: list[str] | None,
+        prompt: str | None,
+    ) -> Task:
+        """Start a just-provisioned task's agent; a failure says what is kept and how to try
+        again (the task stays provisioned)."""
         try:
-            done = self._configure_and_start(ctx, task, agent, command, prompt)
+            return self._configure_and_start(ctx, task, agent, command, prompt).task
         except LaneboardError as err:
             now = self._ledger().task(task.id)
             if not now.live:
                 raise LaneboardError(
-                    f"{name}: {now.state.value} before its agent started"
+                    f"{task.name}: {now.state.value} before its agent started"
                 ) from None
             if now.state is TaskState.RETAINED and self._ledger().last_event(
                 now.id, "cancel.answered"
             ):
                 raise LaneboardError(
-                    f"{name}: cancelled just after its agent started; {now.worktree_path} and "
-                    f"{now.branch} are kept (retained)"
+                    f"{task.name}: cancelled just after its agent started; {now.worktree_path} "
+                    f"and {now.branch} are kept (retained)"
                 ) from None
             raise LaneboardError(
-                f"{name}: provisioned at {task.worktree_path}, but its agent did not start: "
-                f"{err} (`laneboard start {name}` tries again)"
+                f"{task.name}: provisioned at {task.worktree_path}, but its agent did not "
+                f"start: {err} (`laneboard start {task.name}` tries again)"
             ) from None
-        return Outcome(done.task, done.repo, notes=tuple(notes))
 
     def retry(self, where: Path | str | int, task: str, **options: Any) -> Outcome:
         """Provision a failed (or cancelled) task again, as a new task of the same name with

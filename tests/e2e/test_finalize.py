@@ -735,14 +735,14 @@ def test_integration_git_commands_finish_before_a_ctrl_c_takes_effect(
     import signal
     import threading
 
-    from laneboard.core.adapters.integrate import _git
+    from laneboard.core.adapters.integrate import quiet_git
 
     done = tmp_path / "done"
     timer = threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            _git(["-c", f"alias.slow=!sleep 1 && touch {done}", "slow"], repo)
+            quiet_git(["-c", f"alias.slow=!sleep 1 && touch {done}", "slow"], repo)
     finally:
         timer.cancel()
     assert done.exists()  # git ran to its end; the interrupt came after it

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from laneboard.core.adapters.config import Settings, _build, _cache_marker, _validate, load_settings
+from laneboard.core.adapters.config import Settings, build, cache_marker, load_settings, validate
 from laneboard.core.domain.errors import ConfigError
 from tests.conftest import REPO_ROOT
 
@@ -68,12 +68,12 @@ def test_remembered_settings_equal_the_validated_ones_for_a_full_file() -> None:
     import tomllib
 
     data = tomllib.loads(FULL)
-    validated = _validate(data, "full")
-    marker = _cache_marker(data)
+    validated = validate(data, "full")
+    marker = cache_marker(data)
     assert marker is not None and marker.is_file()
-    remembered = _validate(data, "full")  # built from the marker, without pydantic
+    remembered = validate(data, "full")  # built from the marker, without pydantic
     assert remembered == validated
-    assert remembered == _build(Settings, json.loads(marker.read_text()))
+    assert remembered == build(Settings, json.loads(marker.read_text()))
     assert isinstance(remembered.lanes.wrap, tuple) and remembered.lanes.wrap
 
 
