@@ -26,8 +26,9 @@ from laneboard.core.domain.lanes import LeaseKind
 from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.domain.runtime import Runtime, pane_of, same_pane
 from laneboard.core.domain.views import Finding
-from laneboard.core.operations import cancel, finalize, publish
+from laneboard.core.operations import cancel, publish
 from laneboard.core.operations import discard as removal
+from laneboard.core.operations.steps import integration
 from laneboard.core.operations.steps.cancelling import NOT_STARTED, cancel_requested
 from laneboard.core.operations.steps.facts import moved_checkout
 from laneboard.core.operations.steps.recovery import by_path, interrupted_provisioning
@@ -44,7 +45,7 @@ def diagnose(ctx: RepoContext, ledger: Ledger, *, fix: bool, runtime: Runtime) -
     live_paths = {os.path.realpath(t.worktree_path) for t in tasks if t.live}
     for task in tasks:  # a discard in progress keeps its worktree under a quarantine name
         if task.state is TaskState.FINALIZING:  # and a finalize its scratch worktree
-            live_paths.add(os.path.realpath(finalize.scratch_path(task)))
+            live_paths.add(os.path.realpath(integration.scratch_path(task)))
         if task.state is TaskState.DISCARDING:
             intent_event = ledger.last_event(task.id, "discard.intent")
             if intent_event is not None and intent_event.data.get("quarantine"):
@@ -146,7 +147,7 @@ def kept_refs(ledger: Ledger, task: Task) -> list[tuple[str, str]]:
     repository: its snapshots, its finalize anchor, the tips its rebases kept."""
     found = [(ref, sha) for _n, ref, sha in ledger.snapshots(task.id)]
     if task.finalized_sha and task.state is not TaskState.FINALIZING:
-        found.append((finalize.anchor(task), task.finalized_sha))
+        found.append((integration.anchor(task), task.finalized_sha))
     for event in ledger.events(task.id):
         if event.kind == "rebase.kept" and event.data.get("ref") and event.data.get("sha"):
             found.append((str(event.data["ref"]), str(event.data["sha"])))
@@ -434,7 +435,7 @@ def _interrupted_finalize(
         if publishing is not None and (merging is None or publishing.seq > merging.seq):
             done = publish.settle(ledger, task, actor)
         else:
-            done = finalize.settle(ctx, ledger, task, actor, reason="interrupted (doctor --fix)")
+            done = integration.settle(ctx, ledger, task, actor, reason="interrupted (doctor --fix)")
     except LaneboardError as err:
         reasons = "; ".join([str(err), *err.details])
         return Finding(

@@ -58,7 +58,7 @@ def publish(
     draft: bool,
     timeout: float,
 ) -> Published:
-    """Push the reviewed SHA (checked by `finalize.plan`'s refusals first) and verify it."""
+    """Push the reviewed SHA (checked by `steps.integration.plan_publish` first), verify it."""
     reviewed = task.reviewed_sha
     assert reviewed is not None
     if run_git(["remote", "get-url", remote], cwd=ctx.root, check=False).returncode != 0:

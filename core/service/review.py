@@ -107,11 +107,12 @@ class ReviewCommands(ServicePart):
         """Merge the reviewed SHA into the target (see `core.operations.finalize`), then clean
         the worktree up by the cleanup policy; a blocker keeps it, and `notes` say why."""
         from laneboard.core.operations import finalize
+        from laneboard.core.operations.steps import integration
 
         ctx = self._open(where, on_wait=on_wait, cancel=cancel, on_output=on_output)
         ledger = self._ledger()
         found = self._live(ctx, task)
-        chosen = finalize.plan(
+        chosen = integration.plan(
             ctx,
             ledger,
             found,
@@ -163,12 +164,13 @@ class ReviewCommands(ServicePart):
         """Push the reviewed SHA to the task's branch on `remote` and verify it there; with
         `pr`, find or open a pull request. Returns the outcome, a note about the pull request
         and the remote pushed to."""
-        from laneboard.core.operations import finalize, publish
+        from laneboard.core.operations import publish
+        from laneboard.core.operations.steps import integration
 
         ctx = self._open(where)
         ledger = self._ledger()
         found = self._live(ctx, task)
-        finalize.plan_publish(ctx, found)
+        integration.plan_publish(ctx, found)
         settings = ctx.settings.finalize
         done = publish.publish(
             ctx,
