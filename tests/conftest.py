@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 from hypothesis.configuration import set_hypothesis_home_dir
 
 if TYPE_CHECKING:
@@ -32,9 +32,9 @@ if TYPE_CHECKING:
 # which the laneboard processes the tests start inherit), so that each of them does not compile
 # every module again.
 set_hypothesis_home_dir(tempfile.mkdtemp(prefix="laneboard-hypothesis-"))
-# No per-example deadline: on a loaded machine one example can take a second, which says nothing
-# about the property (speed is measured by the benchmarks in bench/, never by a test).
-settings.register_profile("laneboard", deadline=None)
+# No per-example deadline and no "too slow" check: on a loaded machine one example can take a
+# second, which says nothing about the property (speed is measured by bench/, never by a test).
+settings.register_profile("laneboard", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("laneboard")
 _PYCACHE = os.path.join(tempfile.gettempdir(), f"laneboard-test-pycache-{os.getuid()}")
 sys.pycache_prefix = _PYCACHE
