@@ -17,6 +17,7 @@ from typing import Any
 from laneboard.core.domain.agents import AgentState, State
 from laneboard.core.domain.lanes import Lease, Lingering
 from laneboard.core.domain.models import Event, Repo, Task
+from laneboard.core.domain.queue import QueueLine, QueueReport, QueueView
 from laneboard.core.domain.verdict import Verdict
 from laneboard.core.domain.views import (
     Completion,
@@ -386,6 +387,44 @@ def shims_document(shims: ShimDir) -> dict[str, Any]:
     }
 
 
+def queue_entry_json(line: QueueLine) -> dict[str, Any]:
+    entry = line.entry
+    return {
+        "position": line.position,
+        "task": line.name,
+        "task_id": entry.task_id,
+        "target": entry.target,
+        "sha": entry.sha,
+        "state": entry.state.value,
+        "added_at": iso(entry.added_at),
+        "note": entry.note,
+        "tell": entry.tell,
+    }
+
+
+def queue_document(view: QueueView) -> dict[str, Any]:
+    return {
+        "schema": schema("queue"),
+        "entries": [queue_entry_json(line) for line in view.lines],
+        "paused": list(view.paused),
+        "gate_started_at": iso(view.gate_started_at),
+        "gate_seconds": view.gate_seconds,
+    }
+
+
+def queue_run_document(report: QueueReport, notes: list[str]) -> dict[str, Any]:
+    return {
+        "schema": schema("queue-run"),
+        "batches": report.batches,
+        "gate_runs": report.gate_runs,
+        "landed": list(report.landed),
+        "returned": [{"task": name, "reason": why} for name, why in report.returned],
+        "deferred": [{"task": name, "reason": why} for name, why in report.deferred],
+        "paused": list(report.paused),
+        "notes": notes,
+    }
+
+
 def emit_json(document: dict[str, Any]) -> None:
     json.dump(document, sys.stdout, indent=2, sort_keys=False)
     sys.stdout.write("\n")
@@ -520,3 +559,25 @@ def tree_names(views: list[TaskView]) -> dict[str, str]:
         indent = "" if depth == 0 else "  " * (depth - 1) + "└─ "
         named[view.task.id] = indent + view.task.name
     return named
+
+
+def queue_text(view: QueueView) -> str:
+    """The queue as the operator reads it: each target's line in order, then what left."""
+    if not view.lines:
+        return "the merge queue is empty (`laneboard queue add NAME` puts a reviewed task in line)"
+    rows = []
+    for line in view.lines:
+        entry = line.entry
+        place = f"{line.position:>3}" if line.position is not None else "  -"
+        note = f"  {entry.note}" if entry.note else ""
+        rows.append(
+            f"{place}  {line.name:<20} -> {entry.target:<12} {entry.sha[:12]}  "
+            f"{entry.state.value}{note}"
+        )
+    for target in view.paused:
+        rows.append(f"queue of {target}: paused")
+    if view.gate_started_at is not None:
+        ran = time.time() - view.gate_started_at
+        left = f", about {max(0.0, view.gate_seconds - ran):.0f}s left" if view.gate_seconds else ""
+        rows.append(f"gate running for {ran:.0f}s{left}")
+    return "\n".join(rows)

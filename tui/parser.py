@@ -39,6 +39,8 @@ def _add_command(
             target.add_argument(arg.name, nargs="?", help=arg.help)
         elif arg.kind == "many":
             target.add_argument(arg.name, nargs="+", help=arg.help)
+        elif arg.kind == "any":
+            target.add_argument(arg.name, nargs="*", help=arg.help)
         elif arg.kind == "flag":
             target.add_argument(arg.name, action="store_true", help=arg.help, **extra)
         elif arg.kind == "option":

@@ -112,6 +112,8 @@ class FinalizeSettings:
     """The remote `finalize --publish` pushes to."""
     network_timeout: float = 120.0
     """Seconds a push, `ls-remote` or `gh` call may take."""
+    queue_batch: int = 8
+    """The most tasks the merge queue integrates in one batch (gated once together)."""
 
 
 @value
@@ -319,6 +321,7 @@ def _problem(settings: Settings) -> str | None:
         ("lanes.repo_cap", settings.lanes.repo_cap),
         ("agents.max_running", settings.agents.max_running),
         ("delegation.max_children", settings.delegation.max_children),
+        ("finalize.queue_batch", settings.finalize.queue_batch),
     ):
         if number is not None and number < 1:
             return f"{where}: must be at least 1"

@@ -214,6 +214,30 @@ MIGRATIONS: Sequence[str] = (
     """
     ALTER TABLE tasks ADD COLUMN admin_token TEXT;
     """,
+    # 11: the merge queue: reviewed SHAs waiting to be integrated into their target, in order
+    # (never deleted: an entry that leaves says why), and whether a target's queue is paused.
+    """
+    CREATE TABLE queue (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        repo_id INTEGER NOT NULL REFERENCES repos(id),
+        task_id TEXT NOT NULL REFERENCES tasks(id),
+        target TEXT NOT NULL,
+        sha TEXT NOT NULL,
+        state TEXT NOT NULL,
+        added_at REAL NOT NULL,
+        note TEXT,
+        tell INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE UNIQUE INDEX queue_one_entry_per_task ON queue(task_id)
+        WHERE state IN ('waiting', 'testing');
+    CREATE TRIGGER queue_never_deleted BEFORE DELETE ON queue
+        BEGIN SELECT RAISE(ABORT, 'queue entries are never deleted'); END;
+    CREATE TABLE queue_paused (
+        repo_id INTEGER NOT NULL REFERENCES repos(id),
+        target TEXT NOT NULL,
+        PRIMARY KEY (repo_id, target)
+    );
+    """,
 )
 
 

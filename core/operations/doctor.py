@@ -20,13 +20,15 @@ from laneboard.core.adapters.config import state_dir
 from laneboard.core.adapters.git import WorktreeEntry, run_git, worktree_list
 from laneboard.core.adapters.leases import LeaseStore
 from laneboard.core.adapters.ledger import Ledger
+from laneboard.core.adapters.mergequeue import QueueStore
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.lanes import LeaseKind
 from laneboard.core.domain.models import Actor, Task, TaskState
+from laneboard.core.domain.queue import EntryState
 from laneboard.core.domain.runtime import Runtime, pane_of, same_pane
 from laneboard.core.domain.views import Finding
-from laneboard.core.operations import cancel, publish
+from laneboard.core.operations import cancel, publish, queue
 from laneboard.core.operations import discard as removal
 from laneboard.core.operations.steps import integration
 from laneboard.core.operations.steps.cancelling import NOT_STARTED, cancel_requested
@@ -64,6 +66,7 @@ def diagnose(ctx: RepoContext, ledger: Ledger, *, fix: bool, runtime: Runtime) -
             )
 
     findings.extend(_pane_findings(ledger, tasks, runtime, fix))
+    findings.extend(_queue_findings(ctx, ledger, fix))
     findings.extend(_confinement_findings(ctx, tasks))
     findings.extend(_vault_findings(ctx, ledger, tasks, fix))
     findings.extend(_object_findings(ctx, tasks, fix))
@@ -95,6 +98,38 @@ def diagnose(ctx: RepoContext, ledger: Ledger, *, fix: bool, runtime: Runtime) -
                     )
                 )
     return findings
+
+
+def _queue_findings(ctx: RepoContext, ledger: Ledger, fix: bool) -> list[Finding]:
+    """Merge queue entries whose batch ended without them (a crash; the tasks were settled
+    above): `--fix` puts them back in line, or marks them landed when their task landed."""
+    store = QueueStore(ledger.database)
+    stale = [
+        entry
+        for entry in store.active(ctx.repo.id)
+        if entry.state is EntryState.TESTING
+        and ledger.task(entry.task_id).state is not TaskState.FINALIZING
+    ]
+    if not stale:
+        return []
+    if fix:
+        queue.reconcile(ledger, store, ctx.repo.id, Actor.DOCTOR)
+    found = []
+    for entry in stale:
+        task = ledger.task(entry.task_id)
+        after = store.last_of_task(task.id)
+        fixed = f"now {after.state.value}" if fix and after is not None else None
+        found.append(
+            Finding(
+                "interrupted-queue",
+                f"its merge queue batch ended without it ({task.state.value}); --fix puts it "
+                "back in line, or marks it landed",
+                task.name,
+                task.id,
+                fixed=fixed,
+            )
+        )
+    return found
 
 
 def _confinement_findings(ctx: RepoContext, tasks: list[Task]) -> list[Finding]:

@@ -11,7 +11,7 @@ from typing import Literal
 
 from laneboard.core.domain.values import value
 
-ArgKind = Literal["positional", "optional-positional", "many", "flag", "option", "rest"]
+ArgKind = Literal["positional", "optional-positional", "many", "any", "flag", "option", "rest"]
 
 
 @value
@@ -339,6 +339,27 @@ COMMANDS: tuple[Command, ...] = (
         one_of=("--merge", "--publish"),
         key="f",
         palette="Finalize task",
+    ),
+    Command(
+        "queue",
+        "the merge queue: reviewed tasks integrated in batches, gated once, bisected on red",
+        (
+            Arg("action", "add, ls, remove, run, pause, resume or cancel"),
+            Arg("names", "the tasks (add, remove)", "any"),
+            Arg(
+                "--into", "add: the target branch (default: the task's target)", "option", "BRANCH"
+            ),
+            Arg("--tell", "add: when it goes back to review, tell its agent why", "flag"),
+            Arg(
+                "--target",
+                "run, pause, resume, cancel: only this target's queue (default: every one)",
+                "option",
+                "BRANCH",
+            ),
+            Arg("--all", "ls: also the entries that left the queue", "flag", dest="all_entries"),
+        ),
+        key="Q",
+        palette="Merge queue: add task",
     ),
     Command(
         "rebase",

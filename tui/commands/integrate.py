@@ -181,3 +181,72 @@ def cmd_rebase(args: argparse.Namespace) -> int:
         )
     tip = done.task.branch
     return report(args, done, f"rebased {tip} onto {done.task.target}")
+
+
+QUEUE_ACTIONS = ("add", "ls", "remove", "run", "pause", "resume", "cancel")
+
+
+def cmd_queue(args: argparse.Namespace) -> int:
+    from laneboard.tui import output
+
+    action = args.action
+    if action not in QUEUE_ACTIONS:
+        raise UsageError(f"queue {action}: the actions are {', '.join(QUEUE_ACTIONS)}")
+    named = action in ("add", "remove")
+    if named != bool(args.names):
+        raise UsageError(f"queue {action} {'needs task names' if named else 'takes no names'}")
+    if (args.into or args.tell) and action != "add":
+        raise UsageError("--into and --tell are for `queue add`")
+    if args.target and action not in ("run", "pause", "resume", "cancel"):
+        raise UsageError("--target is for `queue run`, `pause`, `resume` and `cancel`")
+    if args.all_entries and action != "ls":
+        raise UsageError("--all is for `queue ls`")
+    service = open_service()
+    where = repo_arg(args)
+    if action == "add":
+        added = service.queue_add(where, args.names, into=args.into, tell=args.tell)
+        lines = service.queue(where).lines
+        for task, entry in added:
+            place = next((line.position for line in lines if line.entry.seq == entry.seq), None)
+            print(f"{task.name}: in line for {entry.target} at {entry.sha[:12]} (#{place})")
+        print("`laneboard queue run` integrates the line")
+    elif action == "remove":
+        for entry in service.queue_remove(where, args.names):
+            print(f"{service.task_by_id(entry.task_id).name}: taken out of the queue")
+    elif action in ("pause", "resume"):
+        targets = service.queue_pause(where, target=args.target, paused=action == "pause")
+        said = "paused (a run stops after its batch)" if action == "pause" else "resumed"
+        print(f"queue of {', '.join(targets) or 'no target'}: {said}")
+    elif action == "cancel":
+        removed = service.queue_cancel(where, target=args.target)
+        names = [service.task_by_id(e.task_id).name for e in removed]
+        print(f"queue cancelled: {', '.join(names) or 'nothing'} taken out; paused")
+    elif action == "run":
+        done, notes = service.queue_run(
+            where, target=args.target, on_wait=print_wait, on_output=print_output
+        )
+        for note in notes:
+            print(f"laneboard: {note}", file=sys.stderr)
+        if args.json:
+            output.emit_json(output.queue_run_document(done, notes))
+            return 0 if not done.returned else 1
+        for name in done.landed:
+            print(f"{name}: landed")
+        for name, why in done.deferred:
+            print(f"{name}: waits for the next batch: {why}")
+        for name, why in done.returned:
+            print(f"{name}: back to review: {why}")
+        for target in done.paused:
+            print(f"queue of {target} is paused; `laneboard queue resume` starts it again")
+        print(
+            f"{len(done.landed)} landed, {len(done.returned)} back to review in "
+            f"{done.batches} batch(es), {done.gate_runs} gate run(s)"
+        )
+        return 0 if not done.returned else 1
+    else:
+        view = service.queue(where, all_entries=args.all_entries)
+        if args.json:
+            output.emit_json(output.queue_document(view))
+            return 0
+        print(output.queue_text(view))
+    return 0

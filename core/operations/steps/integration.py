@@ -253,8 +253,10 @@ class Integration:
     held: Held | None = None
     pinned: Identity | None = None
     """The scratch worktree's identity, once it exists."""
+    label: str | None = None
+    """The reflog message of the target's move (a queue's batch names its tasks)."""
 
-    def _journal(self, kind: str, data: dict[str, Any]) -> None:
+    def journal(self, kind: str, data: dict[str, Any]) -> None:
         self.ledger.append_event(self.task.id, self.ctx.repo.id, kind, self.actor, data)
 
     def attempts(self) -> tuple[str, str]:
@@ -265,13 +267,13 @@ class Integration:
             old = self.ctx.git.branch_tip(self.chosen.target)
             assert old is not None
             new = self.compute(old)
-            self._journal("finalize.result", {"old": old, "new": new, "attempt": attempt})
+            self.journal("finalize.result", {"old": old, "new": new, "attempt": attempt})
             faults.checkpoint("finalize.after_result")
             if self.ctx.settings.gate:
                 self.gate(new)
             if self.move(old, new):
                 return old, new
-            self._journal("finalize.target_moved", {"expected": old, "attempt": attempt})
+            self.journal("finalize.target_moved", {"expected": old, "attempt": attempt})
         raise Stopped(
             f"target {self.chosen.target} moved twice while {self.task.name} was being "
             "integrated; nothing was changed, finalize again"
@@ -367,7 +369,7 @@ class Integration:
         if not seen.ok or seen.identity is None:
             raise Stopped(f"the scratch worktree {path} does not verify: {seen}")
         self.pinned = seen.identity
-        self._journal(
+        self.journal(
             "scratch.created",
             {
                 "path": str(path),
@@ -392,8 +394,15 @@ class Integration:
         return path
 
     def gate(self, new: str) -> None:
-        """Run the gate command on the result, in the scratch worktree, as the integration
-        lease's command; a non-zero exit stops the finalize."""
+        """Run the gate command on the result; a non-zero exit stops the finalize."""
+        data = self.gate_run(new)
+        if data["exit_code"] != 0:
+            raise Stopped(f"{self.task.name}: the gate command {failure(data)}")
+
+    def gate_run(self, new: str) -> dict[str, Any]:
+        """Run the gate command on `new`, in the scratch worktree (made at `new`, or moved to
+        it), as the integration lease's command, journalled (`gate.passed`, `gate.failed`).
+        Returns what the journal keeps: the exit code, the output's tail, the log's path."""
         gate = self.ctx.settings.gate
         assert gate and self.held is not None
         if self.pinned is None:
@@ -404,8 +413,9 @@ class Integration:
             if head != new:
                 run_git(["checkout", "--detach", "--quiet", new], cwd=path, read=False)
         argv = ["/bin/sh", "-c", gate] if isinstance(gate, str) else list(gate)
-        log = state_dir() / "logs" / self.task.id / f"gate-{int(time.time())}.log"
-        self._journal("gate.started", {"command": argv, "sha": new, "log": str(log)})
+        # One log per run: a queue's bisection gates several results within a second.
+        log = state_dir() / "logs" / self.task.id / f"gate-{time.time_ns()}-{new[:12]}.log"
+        self.journal("gate.started", {"command": argv, "sha": new, "log": str(log)})
         where = self.verified_scratch()
         admin = _admin_of(self.ctx, where)
         if admin is None:
@@ -427,6 +437,7 @@ class Integration:
         )
         if box.decision.refused:
             raise Stopped(f"{self.task.name}: the gate was not run: {box.decision.note}")
+        began = time.monotonic()
         try:
             data = run_logged(
                 self.ctx, self.task, self.held, argv, where, log, "gate command",
@@ -435,11 +446,10 @@ class Integration:
         finally:
             shutil.rmtree(objects, ignore_errors=True)
         data["sha"] = new
+        data["seconds"] = round(time.monotonic() - began, 3)
         faults.checkpoint("finalize.after_gate")
-        if data["exit_code"] != 0:
-            self._journal("gate.failed", data)
-            raise Stopped(f"{self.task.name}: the gate command {failure(data)}")
-        self._journal("gate.passed", data)
+        self.journal("gate.passed" if data["exit_code"] == 0 else "gate.failed", data)
+        return data
 
     def remove_scratch(self) -> None:
         """Remove the scratch worktree, only once it verifies as the one laneboard made (or,
@@ -448,7 +458,7 @@ class Integration:
             return
         drop_scratch(self.ctx, self.task, self.pinned)
         self.pinned = None
-        self._journal("scratch.removed", {"path": str(scratch_path(self.task))})
+        self.journal("scratch.removed", {"path": str(scratch_path(self.task))})
 
     # --- moving the target -----------------------------------------------------------------------
 
@@ -496,7 +506,7 @@ class Integration:
                 if self.ctx.git.branch_tip(target) != old:
                     return False
                 raise Stopped(f"{checkout} could not be fast-forwarded to the result ({problem})")
-            message = f"laneboard: finalize {self.task.name} ({self.task.id})"
+            message = self.label or f"laneboard: finalize {self.task.name} ({self.task.id})"
             problem = update_ref(self.ctx.root, f"refs/heads/{target}", new, old, message)
             if problem is None:
                 return True
@@ -507,24 +517,29 @@ class Integration:
 
     def finish(self, moved: tuple[str, str]) -> Task:
         old, new = moved
-        self._journal("target.moved", {"target": self.chosen.target, "old": old, "new": new})
+        self.journal("target.moved", {"target": self.chosen.target, "old": old, "new": new})
         faults.checkpoint("finalize.after_move")
         return land(self.ctx, self.ledger, self.task, self.actor, old, new)
+
+    def drop_own_scratch(self) -> None:
+        """Remove the scratch worktree if one is left, under a root lease nested in the
+        integration lease (outside a `move`, which holds one already)."""
+        if self.pinned is not None or scratch_left(self.ctx, self.task):
+            with self.ctx.lane(
+                self.ledger,
+                None,
+                LeaseKind.INTEGRATE,
+                ["git", "worktree", "remove"],
+                parent=self.held,
+            ):
+                self.remove_scratch()
 
     def stop(self, stop: Stopped) -> None:
         """Put things back after a stop: the scratch worktree goes, the task returns to
         review with the reason (and conflicting files) journalled."""
         kept = None
         try:
-            if self.pinned is not None or scratch_left(self.ctx, self.task):
-                with self.ctx.lane(
-                    self.ledger,
-                    None,
-                    LeaseKind.INTEGRATE,
-                    ["git", "worktree", "remove"],
-                    parent=self.held,
-                ):
-                    self.remove_scratch()
+            self.drop_own_scratch()
         except LaneboardError as err:
             kept = f"{err}; remove it yourself before the next finalize"
             stop.details.append(f"the scratch worktree stays: {kept}")
