@@ -27,6 +27,7 @@ POINTS = (
     "provision.after_copy",
     "provision.after_setup",
     "provision.before_settle",
+    "start.before_lock",
     "restore.after_apply",
     "discard.after_intent",
     "discard.after_quarantine",

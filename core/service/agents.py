@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from laneboard.core.adapters import agentfiles, locks, procs
+from laneboard.core.adapters import agentfiles, faults, locks, procs
 from laneboard.core.adapters.config import Settings, load_settings, state_dir
 from laneboard.core.adapters.leases import Cancel, Cancelled
 from laneboard.core.adapters.repo import RepoContext
@@ -94,6 +94,7 @@ class AgentCommands(ServicePart):
         must still be as the caller saw it."""
         self.reconcile()
         ledger = self._ledger()
+        faults.checkpoint("start.before_lock")
         with locks.held("agents"):
             now = ledger.task(task.id)
             if task.state is TaskState.QUEUED and now.state is TaskState.RUNNING:

@@ -330,6 +330,11 @@ class Service(AgentCommands, ReviewCommands, DelegationCommands, QueueCommands):
             return self._configure_and_start(ctx, task, agent, command, prompt).task
         except LaneboardError as err:
             now = self._ledger().task(task.id)
+            if now.state is TaskState.CANCELLING:  # a cancel won the race and is undoing it
+                raise LaneboardError(
+                    f"{task.name}: cancelled before its agent started (the cancel removes what "
+                    "it created)"
+                ) from None
             if not now.live:
                 raise LaneboardError(
                     f"{task.name}: {now.state.value} before its agent started"

@@ -164,6 +164,37 @@ def test_a_late_cancel_at_the_handoff_never_removes_what_the_agent_owns(
     assert work.is_dir() and "lb/c/work" in git(repo, "branch", "--list", "lb/c/work")
 
 
+def test_a_start_that_finds_a_cancel_under_way_says_it_was_cancelled(
+    repo: Path, cli, workers, server, pause
+) -> None:
+    """The cancel took the task between provisioning's end and the start's lock: the start
+    says the task was cancelled (not "another process changed it") and starts nothing."""
+    doc(cli("new", "p", "--no-start", "--json"))
+    before_lock = pause("start.before_lock")
+    starting = Spawned(
+        ["new", "c", "--parent", "p", "--agent", "worker", "--prompt", "sleep 60"],
+        repo,
+        before_lock.env,
+    )
+    undoing = pause("cancel.after_intent")
+    cancelling: Spawned | None = None
+    try:
+        before_lock.reached()
+        cancelling = Spawned(["cancel", "c", "--json"], repo, undoing.env)
+        undoing.reached()  # the cancel holds it: `cancelling`
+        before_lock.go()
+        assert starting.wait() == 1
+        said = starting.proc.stderr.read().decode()  # type: ignore[union-attr]
+        assert "c: cancelled before its agent started" in said, said
+        undoing.go()
+        assert cancelling.wait() == 0
+        assert json.loads(cancelling.proc.stdout.read())["state"] == "cancelled"  # type: ignore[union-attr]
+    finally:
+        starting.close()
+        if cancelling is not None:
+            cancelling.close()
+
+
 def test_a_cancel_asked_after_provisioning_last_looked_is_refused_by_the_start(
     repo: Path, cli, workers, server, pause
 ) -> None:
