@@ -577,7 +577,28 @@ def queue_text(view: QueueView) -> str:
     for target in view.paused:
         rows.append(f"queue of {target}: paused")
     if view.gate_started_at is not None:
-        ran = time.time() - view.gate_started_at
-        left = f", about {max(0.0, view.gate_seconds - ran):.0f}s left" if view.gate_seconds else ""
-        rows.append(f"gate running for {ran:.0f}s{left}")
+        rows.append(gate_progress(view, time.time()))
     return "\n".join(rows)
+
+
+def gate_progress(view: QueueView, now: float) -> str:
+    """`gate running 12s, about 18s left` (the estimate from the gate's recent runs)."""
+    assert view.gate_started_at is not None
+    ran = now - view.gate_started_at
+    left = f", about {max(0.0, view.gate_seconds - ran):.0f}s left" if view.gate_seconds else ""
+    return f"gate running {ran:.0f}s{left}"
+
+
+def queue_summary(view: QueueView, now: float) -> str:
+    """The board header's line for one repository's queue: how many wait, how many are in
+    the batch under test, the gate's progress, paused targets."""
+    waiting = sum(1 for line in view.lines if line.entry.state.value == "waiting")
+    testing = sum(1 for line in view.lines if line.entry.state.value == "testing")
+    parts = [f"queue: {waiting} in line"]
+    if testing:
+        parts.append(f"{testing} in the batch")
+    if view.gate_started_at is not None:
+        parts.append(gate_progress(view, now))
+    if view.paused:
+        parts.append(f"paused ({', '.join(view.paused)})")
+    return ", ".join(parts)

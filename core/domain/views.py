@@ -9,6 +9,7 @@ from __future__ import annotations
 from laneboard.core.domain.agents import State
 from laneboard.core.domain.lanes import Lease, Lingering
 from laneboard.core.domain.models import Event, Relocation, Repo, Task
+from laneboard.core.domain.queue import QueueLine, QueueView
 from laneboard.core.domain.review import FileChange
 from laneboard.core.domain.values import field, value
 from laneboard.core.domain.verdict import Verdict
@@ -90,6 +91,8 @@ class TaskView:
     verdict: Verdict | None = None
     agent: State | None = None
     """What its agent is doing now (working, waiting, idle, exited, lost), if it has a pane."""
+    queue: QueueLine | None = None
+    """Its place in the merge queue, while it is in line or in the batch under test."""
 
 
 @value
@@ -102,6 +105,8 @@ class RepoBoard:
     problem: str | None = None
     """Why the repository could not be read (moved away, a broken config); tasks are then
     shown from the ledger alone."""
+    queue: QueueView | None = None
+    """Its merge queue, when anything is in line."""
 
 
 @value

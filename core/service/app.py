@@ -48,7 +48,7 @@ from laneboard.core.domain.lifecycle import OWNED
 from laneboard.core.domain.models import Actor, Event, Repo, Task, TaskState
 from laneboard.core.domain.names import TASK_ID, branch_for
 from laneboard.core.domain.runtime import NoRuntime, PaneState, Runtime, pane_of, pane_state
-from laneboard.core.domain.values import value
+from laneboard.core.domain.values import replace, value
 from laneboard.core.domain.verdict import Reason, Verdict
 from laneboard.core.domain.views import (
     BoardConfig,
@@ -701,7 +701,13 @@ class Service(AgentCommands, ReviewCommands, DelegationCommands, QueueCommands):
             live = ledger.tasks(repo.id, include_retired=False)
             lanes = tuple(self._lane_views(ctx.repo, active))
             views = tuple(self._views(ctx, live, git_for, agents=agents, active=active))
-            boards.append(RepoBoard(ctx.repo, lanes, views))
+            waiting = self.queue_of(repo.id)
+            if waiting.lines:
+                places = {line.entry.task_id: line for line in waiting.lines}
+                views = tuple(replace(v, queue=places.get(v.task.id)) for v in views)
+            boards.append(
+                RepoBoard(ctx.repo, lanes, views, queue=waiting if waiting.lines else None)
+            )
         used = sum(1 for lease in active if lease.state is LeaseState.RUNNING)
         return BoardSnapshot(
             at=time.time(), slots=store.slots, used=used, repos=tuple(boards), cursor=cursor

@@ -81,14 +81,16 @@ class QueueCommands(ServicePart):
     def queue(self, where: RepoRef, *, all_entries: bool = False) -> QueueView:
         """The repository's queue: each target's line in order (with `all_entries`, the
         entries that left it too, newest last), paused targets, the gate under way."""
+        return self.queue_of(self._open(where).repo.id, all_entries=all_entries)
+
+    def queue_of(self, repo_id: int, *, all_entries: bool = False) -> QueueView:
+        """`queue` of a repository by its id, from the ledger alone (what the board reads on
+        every refresh)."""
         from laneboard.core.operations import queue
 
-        ctx = self._open(where)
         ledger = self._ledger()
         store = QueueStore(ledger.database)
-        entries = store.active(ctx.repo.id)
-        if all_entries:
-            entries = store.history(ctx.repo.id)
+        entries = store.history(repo_id) if all_entries else store.active(repo_id)
         places: dict[str, int] = {}
         lines: list[QueueLine] = []
         for entry in entries:
@@ -97,23 +99,23 @@ class QueueCommands(ServicePart):
                 places[entry.target] = places.get(entry.target, 0) + 1
                 position = places[entry.target]
             lines.append(QueueLine(entry, ledger.task(entry.task_id).name, position))
-        testing = queue.running(ledger, ctx.repo.id)
         started = None
-        for task in testing:
+        for task in queue.running(ledger, repo_id):
             gate = ledger.last_event(task.id, "gate.started")
             intent = ledger.last_event(task.id, "finalize.intent")
             if gate is not None and intent is not None and gate.seq > intent.seq:
-                done = [
-                    e
-                    for e in ledger.events(task.id)
-                    if e.seq > gate.seq and e.kind in ("gate.passed", "gate.failed")
-                ]
-                if not done:
+                ended = (
+                    ledger.last_event(task.id, "gate.passed"),
+                    ledger.last_event(task.id, "gate.failed"),
+                )
+                if not any(e is not None and e.seq > gate.seq for e in ended):
                     started = gate.at
-        recent = [ledger.task(e.task_id) for e in store.history(ctx.repo.id)[-20:]]
+        if not lines and started is None:
+            return QueueView((), tuple(store.paused_targets(repo_id)))
+        recent = [ledger.task(e.task_id) for e in store.history(repo_id)[-20:]]
         return QueueView(
             tuple(lines),
-            tuple(store.paused_targets(ctx.repo.id)),
+            tuple(store.paused_targets(repo_id)),
             started,
             queue.gate_estimate(ledger, recent),
         )

@@ -32,7 +32,7 @@ from laneboard.core.domain.attention import Attention, counts
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.models import TaskState
 from laneboard.core.domain.values import replace
-from laneboard.core.domain.views import RepoBoard
+from laneboard.core.domain.views import Outcome, RepoBoard
 from laneboard.core.service.commands import COMMANDS
 from laneboard.themes import DEFAULT, register
 from laneboard.themes import names as theme_names
@@ -52,6 +52,7 @@ from laneboard.tui.board.screens import (
     event_line,
 )
 from laneboard.tui.board.table import TaskTable
+from laneboard.tui.output import queue_summary
 
 BOARD_COMMANDS = tuple(c for c in COMMANDS if c.key)
 """Declared commands the board binds to a key (acting on the selected task, or `new`)."""
@@ -350,6 +351,9 @@ class BoardApp(App[None]):
         controller = update.controller
         if controller:
             text.append(f"   observing (controller pid {controller})", style="dim")
+        for board in update.snapshot.repos:
+            if board.queue is not None:
+                text.append(f"   {queue_summary(board.queue, time.time())}", style="bold")
         show(self.header, text)
 
     def _paint_lanes(self, boards: Iterable[RepoBoard], now: float) -> None:
@@ -521,6 +525,21 @@ class BoardApp(App[None]):
             self._ask_cancel(row)
         elif name == "finalize":
             self.push_screen(FinalizeScreen(task), lambda got: self._finalize(row, got))
+        elif name == "queue":
+            self._act("queue", row, lambda c: self._queue(row, c), "in the merge queue")
+
+    def _queue(self, row: Row, cancel: Any) -> Any:
+        """Put the task in the merge queue and work through the line (in this worker): what
+        landed and what went back to review come back as notes."""
+        service = self.service
+        service.queue_add(row.repo_id, [row.task_id])
+        done, notes = service.queue_run(
+            row.repo_id, on_wait=self._waiter(f"queue {row.name}"), cancel=cancel
+        )
+        said = [f"landed: {', '.join(done.landed)}"] if done.landed else []
+        said += [f"{name} back to review: {why}" for name, why in done.returned]
+        said += [f"{name} waits: {why}" for name, why in done.deferred]
+        return Outcome(row.view.task, row.view.repo, notes=(*said, *notes))
 
     def _ask_cancel(self, row: Row) -> None:
         service, task = self.service, row.view.task

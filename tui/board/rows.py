@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from laneboard.core.domain.agents import AgentState
 from laneboard.core.domain.attention import Attention, markers, needs
 from laneboard.core.domain.lanes import Lease
+from laneboard.core.domain.queue import EntryState
 from laneboard.core.domain.review import Overlap
 from laneboard.core.domain.views import GitState, RepoBoard, TaskView
 
@@ -120,6 +121,17 @@ def lane_cell(view: TaskView, now: float) -> str:
     return "idle"
 
 
+def state_cell(view: TaskView) -> str:
+    """The task's state; in the merge queue, its place in line or that it is in the batch
+    under test."""
+    line = view.queue
+    if line is not None and line.position is not None:
+        if line.entry.state is EntryState.TESTING:
+            return "in batch"
+        return f"queued #{line.position}"
+    return view.task.state.value.replace("_", " ").replace("ready for review", "review")
+
+
 def agent_cell(view: TaskView) -> str:
     if view.agent is None:
         return "-" if view.task.agent_profile is None else (view.task.agent_state or "-")
@@ -191,7 +203,7 @@ def rows(
                 "mark": markers(kinds),
                 "name": task.name,
                 "repo": repo,
-                "state": task.state.value.replace("_", " ").replace("ready for review", "review"),
+                "state": state_cell(view),
                 "agent": agent_cell(view),
                 "pane": pane_cell(view),
                 "branch": f"{branch} → {task.target}" if task.target else branch,
