@@ -9,6 +9,7 @@ review with the reason, `removed` by the operator) and stays as a record.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from enum import StrEnum
 
 from laneboard.core.domain.values import field, value
@@ -52,6 +53,20 @@ def next_probe(passing: int, failing: int) -> int:
     if failing - passing < 2:
         raise ValueError("nothing left between a passing and a failing prefix")
     return (passing + failing) // 2
+
+
+def longest_passing_prefix(size: int, passes: Callable[[int], bool]) -> int:
+    """How many of a batch's `size` tasks pass, given that all `size` together fail and none
+    (the target as it is) pass: `passes(n)` runs the gate on the first n, and is called
+    ⌈log2 size⌉ times at most. The task after the prefix is the culprit."""
+    passing, failing = 0, size
+    while failing - passing > 1:
+        probe = next_probe(passing, failing)
+        if passes(probe):
+            passing = probe
+        else:
+            failing = probe
+    return passing
 
 
 def bisect_runs(size: int) -> int:

@@ -42,7 +42,12 @@ from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.errors import LaneboardError, describe
 from laneboard.core.domain.lanes import INTEGRATION_LANE, LeaseKind
 from laneboard.core.domain.models import Actor, Task, TaskState
-from laneboard.core.domain.queue import EntryState, QueueEntry, QueueReport, next_probe
+from laneboard.core.domain.queue import (
+    EntryState,
+    QueueEntry,
+    QueueReport,
+    longest_passing_prefix,
+)
 from laneboard.core.domain.runtime import Runtime
 from laneboard.core.domain.values import value
 from laneboard.core.operations.steps import integration
@@ -356,23 +361,24 @@ class Batch:
 
     def _gate(self, chain: list[Link]) -> tuple[int, dict[str, Any] | None]:
         """Gate the top; on red, bisect. Returns how many members pass (a prefix) and, when one
-        failed, the failing run's journal data of the first member whose prefix fails."""
+        failed, the journal data of the gate run that failed on the culprit's prefix."""
         lead = chain[0].run
         data = lead.gate_run(chain[-1].result)
         self.report.gate_runs += 1
         if data["exit_code"] == 0:
             return len(chain), None
-        passing, failing, failed = 0, len(chain), data
-        while failing - passing > 1:
-            probe = next_probe(passing, failing)
-            seen = lead.gate_run(chain[probe - 1].result)
+        failed: dict[int, dict[str, Any]] = {len(chain): data}
+
+        def passes(prefix: int) -> bool:
+            seen = lead.gate_run(chain[prefix - 1].result)
             self.report.gate_runs += 1
-            if seen["exit_code"] == 0:
-                passing = probe
-            else:
-                failing, failed = probe, seen
+            if seen["exit_code"] != 0:
+                failed[prefix] = seen
+            return bool(seen["exit_code"] == 0)
+
+        passing = longest_passing_prefix(len(chain), passes)
         faults.checkpoint("queue.after_bisect")
-        return passing, failed
+        return passing, failed[passing + 1]
 
     # --- outcomes ------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from laneboard.core.adapters.leases import Cancel
 from laneboard.core.adapters.mergequeue import QueueStore
+from laneboard.core.domain.agents import AgentState, State
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.models import Task
 from laneboard.core.domain.queue import (
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
     from laneboard.core.adapters.repo import RepoContext
     from laneboard.core.domain.models import Repo
 
+TELL_WAIT = 60.0
+"""How long telling an agent waits for it to be idle (after a resume, its start-up)."""
+
 
 class QueueCommands(ServicePart):
     """`queue add/ls/remove/run/pause/resume/cancel`; `Service` provides the lookups."""
@@ -40,7 +44,17 @@ class QueueCommands(ServicePart):
         def _clean_up(
             self, repo: Repo, task: Task, *, on_wait: OnWait, cancel: Cancel | None
         ) -> Outcome: ...
-        def send(self, where: RepoRef, task: str, text: str) -> Outcome: ...
+        def agent_state(self, task: Task) -> State | None: ...
+        def send(
+            self,
+            where: RepoRef,
+            task: str,
+            text: str,
+            *,
+            when_idle: bool = False,
+            timeout: float | None = None,
+            cancel: Cancel | None = None,
+        ) -> Outcome: ...
         def resume(self, where: RepoRef, task: str) -> Outcome: ...
 
     def queue_add(
@@ -147,24 +161,20 @@ class QueueCommands(ServicePart):
 
     def _tell(self, ctx: RepoContext, task: Task, why: str) -> str:
         """Tell a task's agent why it is back in review: typed into it when it runs, else it is
-        resumed with that as its prompt. Returns a note for the operator."""
+        resumed first and told once it is idle. Returns a note for the operator."""
         text = (
             f"laneboard's merge queue sent this task back to review: {why}. "
             "Fix it and commit; the operator reviews it again."
         )
+        state = self.agent_state(self._ledger().task(task.id))
+        runs = state is not None and state.state not in (AgentState.EXITED, AgentState.LOST)
         try:
-            self.send(ctx.repo.id, task.id, text)
-            return f"{task.name}: its agent was told why"
-        except LaneboardError:
-            pass
-        try:
-            self._ledger().update_task(
-                task.id, actor=self.actor, kind="queue.told", agent_prompt=text, data={}
-            )
-            self.resume(ctx.repo.id, task.id)
+            if not runs:
+                self.resume(ctx.repo.id, task.id)
+            self.send(ctx.repo.id, task.id, text, when_idle=True, timeout=TELL_WAIT)
         except LaneboardError as err:
             return f"{task.name}: its agent could not be told ({err})"
-        return f"{task.name}: its agent was resumed and told why"
+        return f"{task.name}: its agent was {'told' if runs else 'resumed and told'} why"
 
     def queue_pause(self, where: RepoRef, *, target: str | None, paused: bool) -> list[str]:
         """Pause (or resume) the queue of `target`, or of every target with entries (and, to

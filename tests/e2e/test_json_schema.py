@@ -141,4 +141,14 @@ def test_every_json_document_keeps_its_fields(board: Path, cli, tmp_path: Path) 
     git(board / ".worktrees" / "busy", "add", "file.txt")
     git(board / ".worktrees" / "busy", "commit", "-q", "-m", "a file")
     assert cli("review", "busy", "--mark").code == 0
-    check("finalize", _json(cli, "finalize", "busy", "--merge"))
+    assert cli("queue", "add", "busy").code == 0
+    check("queue", _json(cli, "queue", "ls"))
+    check("queue-run", _json(cli, "queue", "run"))
+    check("queue", _json(cli, "queue", "ls", "--all"))
+    assert cli("new", "later", "--no-start").code == 0
+    later = board / ".worktrees" / "later"
+    (later / "later.txt").write_text("later\n")
+    git(later, "add", "later.txt")
+    git(later, "commit", "-q", "-m", "later")
+    assert cli("review", "later", "--mark").code == 0
+    check("finalize", _json(cli, "finalize", "later", "--merge"))

@@ -225,3 +225,25 @@ def test_what_cannot_wait_in_line_is_refused_and_nothing_changes(repo: Path, cli
         result = cli(*bad)
         assert result.code == 2 and said in result.err and "Traceback" not in result.err
     assert [e["task"] for e in queue_doc(cli, "ls")["entries"]] == ["ok"]
+
+
+def test_with_tell_the_culprits_agent_is_resumed_and_told_why(
+    repo: Path, cli, agents, server
+) -> None:  # type: ignore[no-untyped-def]
+    from tests.e2e.test_runtime import eventually, screen
+
+    (repo / ".laneboard.toml").write_text(f"gate = '{GATE}'\n")
+    assert cli("new", "t", "--prompt", "first").code == 0
+    eventually(lambda: "done: first" in screen(server, cli, "t"), "the first turn")
+    commit(repo / ".worktrees" / "t", "broken.txt", "x\n", "the agent's work")
+    assert cli("pause", "t").code == 0
+    assert cli("review", "t", "--mark").code == 0
+    assert cli("queue", "add", "t", "--tell").code == 0
+    done = cli("queue", "run", process=True)
+    assert done.code == 1 and "t: back to review" in done.out, done.err
+    assert "t: its agent was resumed and told why" in done.err
+    eventually(
+        lambda: "merge queue sent this task back to review" in screen(server, cli, "t"),
+        "the agent was told",
+    )
+    assert show(cli, "t")["state"] == "running"  # its agent works on it again
