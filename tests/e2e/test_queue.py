@@ -75,7 +75,7 @@ def test_eight_tasks_one_breaks_the_gate_seven_land_the_culprit_is_found(repo: P
     returned = next(e for e in stopped if e["kind"] == "queue.returned")
     assert Path(returned["data"]["log"]).exists()  # the gate's whole output, kept
     assert (
-        "the gate command exited with 1"
+        "the gate failed with it in the batch: exited with 1"
         in next(e for e in stopped if e["kind"] == "finalize.stopped")["data"]["reason"]
     )
     # Every position main took was a commit the gate passed on; each landed task has its own
