@@ -41,6 +41,9 @@ def _add_command(
             target.add_argument(arg.name, nargs="+", help=arg.help)
         elif arg.kind == "any":
             target.add_argument(arg.name, nargs="*", help=arg.help)
+        elif arg.kind == "pair":
+            names = tuple((arg.metavar or "A B").split(" ", 1))
+            target.add_argument(arg.name, nargs=2, metavar=names, help=arg.help, **extra)
         elif arg.kind == "flag":
             target.add_argument(arg.name, action="store_true", help=arg.help, **extra)
         elif arg.kind == "option":

@@ -10,7 +10,8 @@ import unicodedata
 from typing import Any
 
 from laneboard.core.domain.models import Repo, Task
-from laneboard.core.domain.review import FileChange, Radar, Review
+from laneboard.core.domain.review import FileChange, Radar, Review, Since
+from laneboard.core.domain.reviewloop import Checkpoint, Comment
 from laneboard.tui.output import age, iso, schema
 
 LETTER = {
@@ -53,7 +54,11 @@ def patch_summary(change: FileChange, base: str, tip: str) -> str | None:
 
 
 def review_document(
-    task: Task, repo: Repo, seen: Review, patches: dict[str, str | None] | None = None
+    task: Task,
+    repo: Repo,
+    seen: Review,
+    patches: dict[str, str | None] | None = None,
+    since: Since | None = None,
 ) -> dict[str, Any]:
     """`review/1`: the task's commits, files (+/- counts as `git diff --numstat -M`), what is
     uncommitted, and, with `--patch`, each file's diff (null when summarized)."""
@@ -86,7 +91,107 @@ def review_document(
         "uncommitted": [{"path": p.path, "code": p.code} for p in seen.uncommitted],
         "untracked": list(seen.untracked),
         "worktree_problem": seen.worktree_problem,
+        "since": since_json(since),
     }
+
+
+def since_json(since: Since | None) -> dict[str, Any] | None:
+    """What changed since the reviewed SHA, for `review/1`'s `since` (null: nothing new)."""
+    if since is None:
+        return None
+    found: dict[str, Any] = {"reviewed": since.reviewed, "kind": since.kind}
+    if since.committed is not None:
+        found["commits"] = [{**c.as_dict(), "at": iso(c.at)} for c in since.committed.commits]
+        found["files"] = [f.as_dict() for f in since.committed.files]
+    found["range_diff"] = since.range_diff
+    return found
+
+
+def since_text(task: Task, seen: Review, since: Since, patch: str | None = None) -> str:
+    """Only what changed since the operator's review (`--full` shows everything)."""
+    lines = [
+        f"{task.name}: since your review at {since.reviewed[:12]} "
+        f"({'rebased since: commits compared' if since.kind == 'range-diff' else 'on top of it'})"
+        " (`--full` shows the whole work)"
+    ]
+    if since.committed is not None:
+        commits, files = since.committed.commits, since.committed.files
+        lines.append(f"new commits: {len(commits)}")
+        lines += [f"  {c.sha[:12]}  {shown(c.subject)}" for c in commits]
+        lines.append(f"files:       {len(files)} changed")
+        lines += [_file_line(f) for f in files]
+    elif since.range_diff is not None:
+        lines.append(shown(since.range_diff.rstrip("\n")) or "  (every commit as reviewed)")
+    if seen.uncommitted or seen.untracked:
+        count = len(seen.uncommitted) + len(seen.untracked)
+        lines.append(f"not committed: {count} file(s) (not part of the review)")
+    if patch:
+        lines.append(patch.rstrip("\n"))
+    return "\n".join(lines)
+
+
+def comments_document(found: list[tuple[Comment, bool]]) -> dict[str, Any]:
+    return {
+        "schema": schema("comments"),
+        "comments": [
+            {
+                "id": c.id,
+                "path": c.path,
+                "line": c.line,
+                "side": c.side.value,
+                "sha": c.sha,
+                "text": c.text,
+                "line_text": c.line_text,
+                "state": c.state.value,
+                "outdated": stale,
+                "created_at": iso(c.created_at),
+                "sent_at": iso(c.sent_at),
+            }
+            for c, stale in found
+        ],
+    }
+
+
+def comments_text(found: list[tuple[Comment, bool]]) -> str:
+    lines = []
+    for c, stale in found:
+        mark = " (outdated: the line changed)" if stale else ""
+        lines.append(f"#{c.id} {shown(c.path)}:{c.line} [{c.state.value}]{mark}: {shown(c.text)}")
+    return "\n".join(lines)
+
+
+def checkpoints_document(task: Task, found: list[Checkpoint]) -> dict[str, Any]:
+    return {
+        "schema": schema("checkpoints"),
+        "task": task.name,
+        "task_id": task.id,
+        "checkpoints": [
+            {
+                "n": c.n,
+                "ref": c.ref,
+                "sha": c.sha,
+                "at": iso(c.created_at),
+                "turn": c.turn,
+                "files": c.files,
+                "bytes": c.bytes,
+                "pinned": c.pinned,
+            }
+            for c in found
+        ],
+    }
+
+
+def checkpoints_text(task: Task, found: list[Checkpoint], now: float | None = None) -> str:
+    if not found:
+        return f"{task.name} has no checkpoint yet (one is taken at the end of each agent turn)"
+    lines = [f"{task.name}: {len(found)} checkpoint(s), newest last"]
+    for c in found:
+        pin = "  pinned" if c.pinned else ""
+        lines.append(
+            f"  {c.n:>3}  {age(c.created_at, now)} ago  {c.files} file(s) changed  "
+            f"{shown(c.turn)}{pin}"
+        )
+    return "\n".join(lines)
 
 
 def _file_line(change: FileChange) -> str:

@@ -145,6 +145,16 @@ class DelegationSettings:
 
 
 @value
+class CheckpointSettings:
+    enabled: bool = True
+    """Save the worktree as a checkpoint at the end of each agent turn (the controller does)."""
+    keep: int = 30
+    """The most checkpoints kept per task (the oldest go first; never a pinned one)."""
+    max_mb: float = 500.0
+    """The most megabytes of changed files a task's checkpoints hold together."""
+
+
+@value
 class Settings:
     """Everything laneboard reads from configuration, merged from user and repo files."""
 
@@ -170,6 +180,7 @@ class Settings:
     or any theme Textual ships; the board's theme switch writes it here."""
     board: BoardSettings = field(default_factory=BoardSettings)
     delegation: DelegationSettings = field(default_factory=DelegationSettings)
+    checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)
 
 
 def home() -> Path | None:
@@ -322,6 +333,7 @@ def _problem(settings: Settings) -> str | None:
         ("agents.max_running", settings.agents.max_running),
         ("delegation.max_children", settings.delegation.max_children),
         ("finalize.queue_batch", settings.finalize.queue_batch),
+        ("checkpoints.keep", settings.checkpoints.keep),
     ):
         if number is not None and number < 1:
             return f"{where}: must be at least 1"

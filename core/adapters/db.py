@@ -238,6 +238,38 @@ MIGRATIONS: Sequence[str] = (
         PRIMARY KEY (repo_id, target)
     );
     """,
+    # 12: the review loop: a checkpoint of the worktree per agent turn (dropped ones keep their
+    # row), and review comments anchored to a line of a reviewed SHA.
+    """
+    CREATE TABLE checkpoints (
+        task_id TEXT NOT NULL REFERENCES tasks(id),
+        n INTEGER NOT NULL,
+        ref TEXT NOT NULL,
+        sha TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        turn TEXT NOT NULL,
+        files INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        pinned INTEGER NOT NULL DEFAULT 0,
+        dropped_at REAL,
+        PRIMARY KEY (task_id, n)
+    );
+    CREATE TABLE comments (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id TEXT NOT NULL REFERENCES tasks(id),
+        path TEXT NOT NULL,
+        line INTEGER NOT NULL,
+        side TEXT NOT NULL,
+        sha TEXT NOT NULL,
+        text TEXT NOT NULL,
+        line_text TEXT,
+        created_at REAL NOT NULL,
+        state TEXT NOT NULL,
+        sent_at REAL,
+        resolved_at REAL
+    );
+    CREATE INDEX comments_by_task ON comments(task_id, id);
+    """,
 )
 
 

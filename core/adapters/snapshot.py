@@ -539,6 +539,43 @@ def apply(worktree: Path, snapshot: Snapshot, *, common_dir: Path) -> None:
     run_git([*NO_HOOKS, "update-index", "-q", "--refresh"], cwd=worktree, read=False, check=False)
 
 
+def apply_over(worktree: Path, present_tree: str, snapshot: Snapshot, *, common_dir: Path) -> None:
+    """Make a live worktree, whose files are exactly `present_tree` (a capture taken just
+    before, under its lane), hold `snapshot`'s files and index; HEAD is the caller's to move.
+    Refused, before anything is written, when a path the snapshot writes holds something the
+    capture did not save (an ignored file). Nothing is written through a link."""
+    present = {p: e for p, e in tree_entries(worktree, present_tree).items() if e[0] != GITLINK}
+    wanted = {p: e for p, e in tree_entries(worktree, snapshot.tree).items() if e[0] != GITLINK}
+    with Below(worktree) as below:
+        unsaved = [p for p in wanted if p not in present and below.lstat(p) is not None]
+        parents = {str(parent) for p in wanted for parent in Path(p).parents} - {"."}
+        unsaved += [p for p in sorted(parents) if _unsaved_file(below, p, present)]
+        if unsaved:
+            raise LaneboardError(
+                f"{unsaved[0]} is in the worktree but in no checkpoint (an ignored file?); "
+                "move it away first"
+            )
+    with Below(worktree) as below, Blobs(worktree) as blobs:
+        for path in sorted(set(present) - set(wanted), reverse=True):
+            below.remove(path)
+        for path, (mode, sha) in sorted(wanted.items()):
+            if present.get(path) == (mode, sha) and _holds(below, path, mode, sha):
+                continue
+            if mode == SYMLINK:
+                below.symlink(path, b"".join(blobs.chunks(sha)), clear_links=True)
+            else:
+                below.write(path, blobs.chunks(sha), executable=mode == "100755", clear_links=True)
+    _git(worktree, "read-tree", snapshot.index_tree)
+    run_git([*NO_HOOKS, "update-index", "-q", "--refresh"], cwd=worktree, read=False, check=False)
+
+
+def _unsaved_file(below: Below, directory: str, present: dict[str, tuple[str, str]]) -> bool:
+    """A regular file (or link) stands where the snapshot needs directory `directory`, and the
+    capture did not save it."""
+    info = below.lstat(directory)
+    return info is not None and not stat.S_ISDIR(info.st_mode) and directory not in present
+
+
 def _holds(below: Below, path: str, mode: str, sha: str) -> bool:
     """The entry at `path` already has the wanted kind, exec bit and raw bytes."""
     info = below.lstat(path)

@@ -148,6 +148,16 @@ def tip_keeper(
     return keep_new
 
 
+def drop_ref(repo_id: int, ref: str, sha: str) -> None:
+    """Delete `ref` from the vault of repository `repo_id` when it still names `sha` (a
+    checkpoint dropped by its bound; its objects go at the vault's own pace)."""
+    from laneboard.core.adapters.config import state_dir
+
+    vault = path(state_dir(), repo_id)
+    if held(vault, ref) == sha:
+        _git(vault, "update-ref", "--no-deref", "-d", ref, sha)
+
+
 def keep_ref(repo_id: int, common_dir: Path, sha: str, ref: str) -> None:
     """`keep` into the vault of repository `repo_id`."""
     from laneboard.core.adapters.config import state_dir

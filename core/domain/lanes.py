@@ -232,6 +232,8 @@ class LeaseKind(StrEnum):
     """The rebase of a task's branch onto its target (its worktree lane)."""
     REPAIR = "repair"
     """`git worktree repair` of laneboard's worktrees after their repository moved (root lane)."""
+    REWIND = "rewind"
+    """Bringing a task's worktree back to one of its checkpoints (its worktree lane)."""
 
 
 @value

@@ -179,6 +179,19 @@ class Review:
 
 
 @value
+class Since:
+    """What changed since the operator last reviewed the task: the commits from the reviewed
+    SHA to the tip (`interdiff`), or, when the branch was rebased since, the commits compared
+    one by one (`range-diff`: `git range-diff`'s own lines, unchanged commits left out)."""
+
+    reviewed: str
+    kind: str
+    """`interdiff` or `range-diff`."""
+    committed: Committed | None = None
+    range_diff: str | None = None
+
+
+@value
 class MergeCheck:
     """Whether merging two commits conflicts, and in which files (from `git merge-tree`)."""
 

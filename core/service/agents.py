@@ -40,6 +40,10 @@ RESUMABLE = (TaskState.PAUSED, TaskState.RETAINED, TaskState.READY_FOR_REVIEW, T
 class AgentCommands(ServicePart):
     """Agent commands over the service's ledger and runtime (mixed into `Service`)."""
 
+    if TYPE_CHECKING:
+
+        def checkpoint_turns(self, running: list[Task], states: dict[str, State]) -> None: ...
+
     # --- starting --------------------------------------------------------------------------
 
     def start(
@@ -316,6 +320,8 @@ class AgentCommands(ServicePart):
             return settings[task.repo_id]
 
         states = agentstate.observe_all(settings_of, running, self.runtime) if running else {}
+        if record:  # the controller saves each turn's worktree (`core.service.reviewloop`)
+            self.checkpoint_turns(running, states)
         for task in running:
             state = states.get(task.id)
             if state is None:

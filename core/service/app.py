@@ -71,6 +71,7 @@ from laneboard.core.service.delegation import DelegationCommands
 from laneboard.core.service.parts import OnOutput, OnWait, RepoRef
 from laneboard.core.service.queue import QueueCommands
 from laneboard.core.service.review import ReviewCommands
+from laneboard.core.service.reviewloop import ReviewLoopCommands
 
 __all__ = ["Cancel", "NotARepository", "NotRegistered", "RepoRef", "Service", "UnknownTask"]
 
@@ -117,7 +118,7 @@ class NewRequest:
     notes: tuple[str, ...]
 
 
-class Service(AgentCommands, ReviewCommands, DelegationCommands, QueueCommands):
+class Service(AgentCommands, ReviewCommands, DelegationCommands, QueueCommands, ReviewLoopCommands):
     """laneboard's operations and reads over one ledger file.
 
     `actor` is written into the journal with every change (cli, tui, hook); `runtime` is the

@@ -11,7 +11,9 @@ from typing import Literal
 
 from laneboard.core.domain.values import value
 
-ArgKind = Literal["positional", "optional-positional", "many", "any", "flag", "option", "rest"]
+ArgKind = Literal[
+    "positional", "optional-positional", "many", "any", "flag", "option", "pair", "rest"
+]
 
 
 @value
@@ -308,9 +310,50 @@ COMMANDS: tuple[Command, ...] = (
             Arg("--patch", "also each file's diff (a binary or huge file is summarized)", "flag"),
             Arg("--file", "only this file's diff (implies --patch)", "option", "PATH"),
             Arg("--mark", "pin the branch tip now as the reviewed SHA (committed work)", "flag"),
+            Arg(
+                "--full",
+                "the whole work since the merge base, not only what changed since your review",
+                "flag",
+            ),
+            Arg(
+                "--comment",
+                "comment on a line of the reviewed SHA (PATH:LINE TEXT)",
+                "pair",
+                "PATH:LINE TEXT",
+            ),
+            Arg(
+                "--side",
+                "the comment's side: new (default) or old (the merge base)",
+                "option",
+                "SIDE",
+            ),
+            Arg("--comments", "list the open comments (outdated ones marked)", "flag"),
+            Arg("--send", "send the open comments to the agent as one prompt, once idle", "flag"),
+            Arg("--resolve", "close comment ID", "option", "ID"),
         ),
         key="R",
         palette="Review task",
+    ),
+    Command(
+        "checkpoints",
+        "a task's checkpoints: its worktree saved at the end of each agent turn",
+        (
+            TASK,
+            Arg("--take", "take one now (none when the worktree is as the last one)", "flag"),
+            Arg("--pin", "never drop checkpoint N", "option", "N"),
+            Arg("--unpin", "let checkpoint N be dropped again", "option", "N"),
+        ),
+        palette="Task checkpoints",
+    ),
+    Command(
+        "rewind",
+        "bring a task's worktree back to checkpoint N (its current state saved first)",
+        (
+            TASK,
+            Arg("n", "the checkpoint (default: the one before the newest)", "optional-positional"),
+        ),
+        key="W",
+        palette="Rewind to a checkpoint",
     ),
     Command(
         "conflicts",

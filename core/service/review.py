@@ -73,6 +73,14 @@ class ReviewCommands(ServicePart):
         _, _, seen = self.review(where, task)
         return history.patch(self._open(where).root, seen.merge_base, seen.tip, paths)
 
+    def patch_between(self, where: RepoRef, task: str, base: str, tip: str) -> bytes:
+        """The unified diff of the task's commits from `base` to `tip` (both its own)."""
+        from laneboard.core.adapters import history
+
+        ctx = self._open(where)
+        self._find(ctx, task)
+        return history.patch(ctx.root, base, tip)
+
     # --- the radar -----------------------------------------------------------------------------
 
     def conflicts(self, where: RepoRef | None) -> list[tuple[Repo, Radar]]:

@@ -13,9 +13,9 @@ conversation continued.
 
 Input lines: `work S` (busy S seconds, with hooks), `quiet S` (busy S seconds, printing, but
 sending no hook), `ask` (a permission question; the next line answers it), `write NAME TEXT`
-(a file in the cwd), `spawn` (a helper in its own process group that ignores SIGTERM),
-`exit N` (SessionEnd, then exit N); anything else is a prompt answered at
-once. `FAKE_CLAUDE_IGNORE_TERM=1` ignores SIGTERM (a stubborn agent).
+(a turn that writes a file in the cwd; `\\n` in TEXT is a line break), `spawn` (a helper
+in its own process group that ignores SIGTERM), `exit N` (SessionEnd, then exit N); anything
+else is a prompt answered at once. `FAKE_CLAUDE_IGNORE_TERM=1` ignores SIGTERM (a stubborn agent).
 """
 
 from __future__ import annotations
@@ -125,10 +125,10 @@ class Agent:
                     process_group=0,
                 )  # fmt: skip
                 print("spawned", flush=True)
-            elif command == "write":
+            elif command == "write":  # a turn that edits a file, as Claude's turns do
                 name, _, text = rest.partition(" ")
-                Path(name).write_text(text + "\n")
-                print(f"wrote {name}", flush=True)
+                Path(name).write_text(text.replace("\\n", "\n") + "\n")
+                self.turn(f"wrote {name}")
             elif line:
                 self.turn(line)
 

@@ -25,9 +25,49 @@ if TYPE_CHECKING:
     from laneboard.core.service.app import Service
 
 
+def _review_comments(args: argparse.Namespace) -> int | None:
+    """`review --comment/--comments/--send/--resolve`: the comment actions (None: none)."""
+    from laneboard.tui import output, reviews
+
+    asked = [bool(args.comment), args.comments, args.send, args.resolve is not None]
+    if not any(asked):
+        if args.side:
+            raise UsageError("--side is for --comment")
+        return None
+    if sum(asked) > 1 or args.mark or args.patch or args.file or args.full:
+        raise UsageError("give one of --comment, --comments, --send, --resolve, on its own")
+    service = open_service()
+    where = repo_arg(args)
+    if args.comment:
+        at, text = args.comment
+        made = service.comment(where, args.name, at, text, side=args.side or "new")
+        if args.json:
+            output.emit_json(reviews.comments_document([(made, False)]))
+        else:
+            print(f"comment #{made.id} on {made.path}:{made.line} ({made.sha[:12]})")
+    elif args.send:
+        sent = service.send_comments(where, args.name)
+        print(f"{args.name}: {len(sent)} comment(s) sent to its agent")
+    elif args.resolve is not None:
+        if not args.resolve.isdigit():
+            raise UsageError("--resolve takes a comment's number")
+        done = service.resolve_comment(where, args.name, int(args.resolve))
+        print(f"comment #{done.id}: resolved")
+    else:
+        found = service.comments(where, args.name)
+        if args.json:
+            output.emit_json(reviews.comments_document(found))
+        else:
+            print(reviews.comments_text(found) or f"{args.name} has no open comment")
+    return 0
+
+
 def cmd_review(args: argparse.Namespace) -> int:
     from laneboard.tui import output, reviews
 
+    commented = _review_comments(args)
+    if commented is not None:
+        return commented
     service = open_service()
     if args.mark:
         task, repo, seen = service.mark_reviewed(repo_arg(args), args.name)
@@ -58,9 +98,18 @@ def cmd_review(args: argparse.Namespace) -> int:
                     patches[change.path] = raw.decode(errors="surrogateescape")
                 else:
                     patches[change.path] = None
-        output.emit_json(reviews.review_document(task, repo, seen, patches))
+        since = None if args.full else service.review_since(repo.id, task.id)
+        output.emit_json(reviews.review_document(task, repo, seen, patches, since))
         return 0
     if args.mark and not show:
+        return 0
+    since = None if args.full or args.file else service.review_since(repo.id, task.id)
+    if since is not None:
+        patch = None
+        if show and since.committed is not None:
+            raw = service.patch_between(repo.id, task.id, since.reviewed, seen.tip)
+            patch = raw.decode(errors="surrogateescape")
+        page(reviews.since_text(task, seen, since, patch))
         return 0
     parts = [] if args.file else [reviews.review_text(task, seen)]
     if show:
@@ -249,4 +298,46 @@ def cmd_queue(args: argparse.Namespace) -> int:
             output.emit_json(output.queue_document(view))
             return 0
         print(output.queue_text(view))
+    return 0
+
+
+def cmd_checkpoints(args: argparse.Namespace) -> int:
+    from laneboard.tui import output, reviews
+
+    given = [args.take, args.pin is not None, args.unpin is not None]
+    if sum(given) > 1:
+        raise UsageError("give one of --take, --pin, --unpin")
+    service = open_service()
+    where = repo_arg(args)
+    for option, number in (("--pin", args.pin), ("--unpin", args.unpin)):
+        if number is not None and not number.isdigit():
+            raise UsageError(f"{option} takes a checkpoint's number")
+    if args.take:
+        made = service.checkpoint(where, args.name)
+        print(f"checkpoint {made.n} taken" if made else "unchanged since the last checkpoint")
+        return 0
+    if args.pin is not None or args.unpin is not None:
+        n = int(args.pin if args.pin is not None else args.unpin)
+        done = service.pin_checkpoint(where, args.name, n, pinned=args.pin is not None)
+        print(f"checkpoint {done.n}: {'pinned' if done.pinned else 'unpinned'}")
+        return 0
+    task, found = service.checkpoints(where, args.name)
+    if args.json:
+        output.emit_json(reviews.checkpoints_document(task, found))
+    else:
+        print(reviews.checkpoints_text(task, found))
+    return 0
+
+
+def cmd_rewind(args: argparse.Namespace) -> int:
+    if args.n is not None and not args.n.isdigit():
+        raise UsageError("rewind takes a checkpoint's number (`laneboard checkpoints NAME`)")
+    service = open_service()
+    before, to = service.rewind(
+        repo_arg(args), args.name, int(args.n) if args.n is not None else None
+    )
+    print(
+        f"{args.name}: back at checkpoint {to.n}; the state it left is checkpoint {before.n} "
+        f"(`laneboard rewind {args.name} {before.n}` undoes this)"
+    )
     return 0

@@ -91,8 +91,9 @@ def save_capture(
     return record(ctx, ledger, task, actor, n, saved)
 
 
-def save_worktree(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> snapshot.Snapshot:
-    """Snapshot the task's (verified) worktree as it is now, e.g. before a rollback removes it."""
+def capture_worktree(ctx: RepoContext, task: Task) -> tuple[snapshot.Capture, str]:
+    """The task's (verified) worktree captured as it is now (objects written, no ref), and its
+    HEAD commit. Reads only; waits for the task's new objects to be moved in first."""
     confinement.settle(ctx.common_dir, task.id)
     path = Path(task.worktree_path)
     admin = admin_dir(ctx, task)
@@ -110,4 +111,10 @@ def save_worktree(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) ->
         common_dir=ctx.common_dir,
         tracked_files=listing.files,
     )
-    return save_capture(ctx, ledger, task, actor, captured, seen.head)
+    return captured, seen.head
+
+
+def save_worktree(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> snapshot.Snapshot:
+    """Snapshot the task's (verified) worktree as it is now, e.g. before a rollback removes it."""
+    captured, head = capture_worktree(ctx, task)
+    return save_capture(ctx, ledger, task, actor, captured, head)

@@ -1,0 +1,196 @@
+"""The service's review loop (docs/review.md, "The review loop"), mixed into `Service` so the
+command line and the board call the same methods: checkpoints (taken by the controller at the
+end of each agent turn, listed, pinned, taken on request), rewind, what changed since the last
+review, and comments sent to the agent as one prompt.
+
+The controller's part, `checkpoint_turns`, runs in `reconcile(record=True)`: a running task
+whose agent is idle after a turn it has not seen (a newer hook event, or, without hooks, a
+working-to-idle change of its screen) gets a checkpoint, and so does one whose agent exited.
+Which turns were seen is this process's memory: a new controller looks once more, and finds
+the worktree unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from laneboard.core.adapters import agentfiles
+from laneboard.core.adapters.config import state_dir
+from laneboard.core.domain.agents import AgentState, State
+from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.models import Actor, Task
+from laneboard.core.domain.review import Since
+from laneboard.core.domain.reviewloop import Checkpoint, Comment, CommentState, Side
+from laneboard.core.domain.views import Outcome
+from laneboard.core.service.parts import RepoRef, ServicePart
+
+if TYPE_CHECKING:
+    from laneboard.core.adapters.leases import Cancel
+
+
+SESSION_STARTS = ("SessionStart",)
+"""Hook events that say idle because the agent just started, not because a turn ended."""
+
+
+class ReviewLoopCommands(ServicePart):
+    """Checkpoints, rewind, comments; `Service` provides the lookups and `send`."""
+
+    if TYPE_CHECKING:
+
+        def send(
+            self,
+            where: RepoRef,
+            task: str,
+            text: str,
+            *,
+            when_idle: bool = False,
+            timeout: float | None = None,
+            cancel: Cancel | None = None,
+        ) -> Outcome: ...
+
+    _turns: dict[str, str]
+    _was: dict[str, AgentState]
+
+    # --- checkpoints -------------------------------------------------------------------------
+
+    def checkpoints(self, where: RepoRef, task: str) -> tuple[Task, list[Checkpoint]]:
+        from laneboard.core.operations import checkpoints
+
+        ctx = self._open(where)
+        found = self._find(ctx, task)
+        return found, checkpoints.listing(self._ledger(), found)
+
+    def checkpoint(self, where: RepoRef, task: str) -> Checkpoint | None:
+        """Take a checkpoint now (None: the worktree is exactly the last one)."""
+        from laneboard.core.operations import checkpoints
+
+        ctx = self._open(where)
+        found = self._live(ctx, task)
+        verdict = ctx.verify(found)
+        if not verdict.ok:
+            raise LaneboardError(f"{found.name}: its worktree fails verification: {verdict}")
+        return checkpoints.take(ctx, self._ledger(), found, self.actor, turn="asked")
+
+    def pin_checkpoint(self, where: RepoRef, task: str, n: int, *, pinned: bool) -> Checkpoint:
+        from laneboard.core.operations import checkpoints
+
+        ctx = self._open(where)
+        return checkpoints.pin(self._ledger(), self._find(ctx, task), n, self.actor, pinned)
+
+    def rewind(
+        self, where: RepoRef, task: str, n: int | None = None
+    ) -> tuple[Checkpoint, Checkpoint]:
+        """Bring the worktree back to checkpoint `n` (default: the one before the newest);
+        returns the checkpoint of the state it left and the one it went back to."""
+        from laneboard.core.operations import checkpoints
+
+        ctx = self._open(where)
+        found = self._live(ctx, task)
+        return checkpoints.rewind(ctx, self._ledger(), self.runtime, found, n, self.actor)
+
+    def checkpoint_turns(self, running: list[Task], states: dict[str, State]) -> None:
+        """The controller's part: a checkpoint for each running task whose agent ended a turn
+        it has not seen yet, or exited. A task whose worktree cannot be read is skipped (its
+        next turn tries again)."""
+        from laneboard.core.operations import checkpoints
+
+        if not hasattr(self, "_turns"):
+            self._turns, self._was = {}, {}
+        for task in running:
+            state = states.get(task.id)
+            if state is None:
+                continue
+            before = self._was.get(task.id)
+            self._was[task.id] = state.state
+            turn = self._turn(task, state, before)
+            if turn is None or self._turns.get(task.id) == turn:
+                continue
+            self._turns[task.id] = turn
+            try:
+                ctx = self._open(task.repo_id)
+                if not ctx.settings.checkpoints.enabled or not ctx.verify(task).ok:
+                    continue
+                made = checkpoints.take(ctx, self._ledger(), task, Actor.CONTROLLER, turn=turn)
+                if made is None:  # the turn changed nothing: said, so a reader knows it looked
+                    self._ledger().append_event(
+                        task.id, task.repo_id, "checkpoint.unchanged", Actor.CONTROLLER,
+                        {"turn": turn},
+                    )  # fmt: skip
+            except LaneboardError:
+                continue
+
+    @staticmethod
+    def _turn(task: Task, state: State, before: AgentState | None) -> str | None:
+        """What names the turn that just ended, or None while no turn ended: the agent's last
+        hook event when a hook said it is idle; the moment its screen went from working to
+        idle; its exit."""
+        if state.state is AgentState.EXITED:
+            return f"exit {task.agent_started_at}"
+        if state.state is not AgentState.IDLE:
+            return None
+        if state.source == "hook":
+            event = agentfiles.last_event(state_dir(), task.id)
+            if event is None or event.name in SESSION_STARTS:
+                return None  # the agent started: no turn ended yet
+            return f"hook {event.name} {event.at}"
+        if before is AgentState.WORKING:
+            return f"screen {time.time():.3f}"
+        return None
+
+    # --- since the last review -------------------------------------------------------------
+
+    def review_since(self, where: RepoRef, task: str) -> Since | None:
+        """What changed since the task's reviewed SHA (None: never reviewed, or unchanged)."""
+        from laneboard.core.operations import review
+
+        ctx = self._open(where)
+        found = self._find(ctx, task)
+        seen = review.review(ctx, self._ledger(), found)
+        return review.since(ctx, self._ledger(), found, seen)
+
+    # --- comments ----------------------------------------------------------------------------
+
+    def comment(
+        self, where: RepoRef, task: str, at: str, text: str, *, side: str = "new"
+    ) -> Comment:
+        from laneboard.core.operations import review
+
+        ctx = self._open(where)
+        found = self._live(ctx, task)
+        try:
+            chosen = Side(side)
+        except ValueError:
+            raise LaneboardError(f"--side {side!r}: use new or old") from None
+        return review.add_comment(
+            ctx, self._ledger(), found, self.actor, where=at, text=text, side=chosen
+        )
+
+    def comments(
+        self, where: RepoRef, task: str, *, resolved: bool = False
+    ) -> list[tuple[Comment, bool]]:
+        """The task's comments with whether each is outdated (its line reads differently)."""
+        from laneboard.core.operations import review
+
+        ctx = self._open(where)
+        return review.comments(self._ledger(), self._find(ctx, task), resolved=resolved)
+
+    def send_comments(
+        self, where: RepoRef, task: str, *, timeout: float | None = 60.0
+    ) -> list[Comment]:
+        """Send the open comments to the agent as one prompt, once its worktree verifies and
+        it is idle (or waiting); they are marked sent. Returns them."""
+        from laneboard.core.operations import review
+
+        ctx = self._open(where)
+        found = self._live(ctx, task)
+        text, waiting = review.comments_prompt(self._ledger(), found)
+        self.send(ctx.repo.id, found.id, text, when_idle=True, timeout=timeout)
+        review.mark_comments(self._ledger(), found, waiting, self.actor, CommentState.SENT)
+        return waiting
+
+    def resolve_comment(self, where: RepoRef, task: str, comment_id: int) -> Comment:
+        from laneboard.core.operations import review
+
+        ctx = self._open(where)
+        return review.resolve(self._ledger(), self._find(ctx, task), comment_id, self.actor)
