@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from laneboard.core.domain.agents import AgentState
 from laneboard.core.domain.attention import Attention, markers, needs
 from laneboard.core.domain.lanes import Lease
+from laneboard.core.domain.models import TaskState
 from laneboard.core.domain.review import Overlap
 from laneboard.core.domain.views import GitState, RepoBoard, TaskView
 
@@ -126,6 +127,16 @@ def agent_cell(view: TaskView) -> str:
     return str(view.agent)
 
 
+def agent_states(boards: Iterable[RepoBoard]) -> dict[str, AgentState]:
+    """What each running task's agent does, by task id (the input of `turns.unseen_turns`)."""
+    return {
+        view.task.id: view.agent.state
+        for board in boards
+        for view in board.tasks
+        if view.agent is not None and view.task.state is TaskState.RUNNING
+    }
+
+
 def pane_cell(view: TaskView) -> str:
     if not view.task.tmux_pane:
         return "-"
@@ -175,8 +186,10 @@ def rows(
     boards: Iterable[RepoBoard],
     radar: dict[str, tuple[Overlap, ...]],
     now: float,
+    unseen: frozenset[str] = frozenset(),
 ) -> list[Row]:
-    """Every live task of `boards` as a row, in board order."""
+    """Every live task of `boards` as a row, in board order; `unseen` are the tasks whose
+    agent finished a turn the operator has not looked at (`core.domain.turns`)."""
     made: list[Row] = []
     for board in boards:
         repo = board.repo.root.rstrip("/").rsplit("/", 1)[-1]
@@ -184,7 +197,7 @@ def rows(
         for view in board.tasks:
             task = view.task
             conflicts = radar.get(task.id, ())
-            kinds = needs(view, len(conflicts))
+            kinds = needs(view, len(conflicts), unseen_turn=task.id in unseen)
             kind = kinds[0] if kinds else Attention.NONE
             branch = task.branch.removeprefix("refs/heads/")
             cells = {
