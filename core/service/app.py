@@ -707,7 +707,16 @@ class Service(AgentCommands, ReviewCommands, DelegationCommands):
         """The user's board settings (theme, bell, key map)."""
         settings = load_settings(None)
         board = settings.board
-        return BoardConfig(settings.theme, board.bell, dict(board.keys), board.preview_lines)
+        return BoardConfig(
+            settings.theme,
+            board.bell,
+            dict(board.keys),
+            board.preview_lines,
+            desktop=board.desktop,
+            ntfy=board.ntfy,
+            webhook=board.webhook,
+            push_every=board.push_every,
+        )
 
     def profiles(self) -> list[str]:
         """The agent profiles a new task may name (built in, and the user's)."""

@@ -31,13 +31,15 @@ from textual.widgets import Footer, Static
 from laneboard.core.domain.attention import Attention, counts
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.models import TaskState
+from laneboard.core.domain.turns import seen, unseen_turns
 from laneboard.core.domain.values import replace
 from laneboard.core.domain.views import RepoBoard
 from laneboard.core.service.commands import COMMANDS
 from laneboard.themes import DEFAULT, register
 from laneboard.themes import names as theme_names
+from laneboard.tui.board.alerts import Alerts
 from laneboard.tui.board.feed import Feed, Update
-from laneboard.tui.board.rows import Filter, Row, arrange, rows
+from laneboard.tui.board.rows import Filter, Row, agent_states, arrange, rows
 from laneboard.tui.board.screens import (
     CancelScreen,
     DiscardScreen,
@@ -60,6 +62,13 @@ PREVIEW_EVERY = 0.5
 """Seconds between looks at whether the selected pane printed (its screen is read only then)."""
 RECENT = 3.0
 """A pane that printed this many seconds ago or less is still re-read at each look."""
+TOLD = {
+    Attention.WAITING: "is waiting for you",
+    Attention.FINISHED: "finished its turn",
+    Attention.REVIEW: "is ready for review",
+    Attention.FAILED: "failed",
+}
+"""What a notice, notification or push says of a task that started needing the operator."""
 AGES_EVERY = 5.0
 """Seconds between repaints of ages and lane timers when nothing else changed."""
 EXTRA_BINDINGS = [
@@ -177,6 +186,10 @@ class BoardApp(App[None]):
         self.rows: list[Row] = []
         self.attention: dict[str, frozenset[Attention]] = {}
         """Every kind of attention each task asked for at the last update."""
+        self.agents: dict[str, Any] = {}
+        """Each running task's agent state at the last update (a turn ends between two)."""
+        self.unseen: frozenset[str] = frozenset()
+        """Tasks whose agent finished a turn the operator has not looked at yet."""
         self.busy: dict[str, Any] = {}
         self.feed: Feed | None = None
         self.config = service.board_config()
@@ -185,6 +198,15 @@ class BoardApp(App[None]):
         self._preview_activity: float | None = None
         self._title = ""
         self._failed = False
+        self.suspended = False
+        """The board's terminal is handed to `tmux attach` (the operator is in a pane)."""
+        self.alerts = Alerts(
+            desktop=self.config.desktop,
+            ntfy=self.config.ntfy,
+            webhook=self.config.webhook,
+            push_every=self.config.push_every,
+            write=self._write_terminal,
+        )
         register(self)  # type: ignore[arg-type]
         self.theme = self.config.theme if self.config.theme in self.available_themes else DEFAULT
 
@@ -286,19 +308,18 @@ class BoardApp(App[None]):
         self.update_ = update
         now = self.clock()
         boards = update.snapshot.repos
-        self.all_rows = rows(boards, update.radar, now)
+        states = agent_states(boards)
+        self.unseen = unseen_turns(self.unseen, self.agents, states)
+        self.agents = states
+        self.all_rows = rows(boards, update.radar, now, self.unseen)
         with self.batch_update():
             self._arrange()
             self._paint_header(update)
             self._paint_lanes(boards, now)
-        fresh = {row.task_id: frozenset(row.needs) for row in self.all_rows}
         if not first:
-            for row in self.all_rows:
-                before = self.attention.get(row.task_id, frozenset())
-                for kind in row.needs:
-                    if kind.notifies and kind not in before:
-                        self._tell(row, kind)
-        self.attention = fresh
+            self._tell_new()
+        else:
+            self.attention = {row.task_id: frozenset(row.needs) for row in self.all_rows}
         self._set_title()
         for event in update.events:
             if event.task_id is not None and event.task_id == self._preview_for:
@@ -384,11 +405,42 @@ class BoardApp(App[None]):
             text.append(" · ".join(parts) or "idle")
         show(self.lanes, text)
 
+    def _tell_new(self) -> None:
+        """Tell the operator of every kind of attention a task asks for that it did not ask
+        for at the last look (and remember what each asks for now)."""
+        fresh = {row.task_id: frozenset(row.needs) for row in self.all_rows}
+        for row in self.all_rows:
+            before = self.attention.get(row.task_id, frozenset())
+            for kind in row.needs:
+                if kind not in before:
+                    self._tell(row, kind)
+        self.attention = fresh
+
     def _tell(self, row: Row, kind: Attention) -> None:
-        what = "is waiting for you" if kind is Attention.WAITING else "is ready for review"
-        self.notify(f"{row.name} {what}", title=row.repo, timeout=6)
-        if self.config.bell:
-            self.bell()
+        """A notice and the bell for what notifies; when the operator is not looking at the
+        board, a desktop notification for the same, and a push for what blocks."""
+        if not (kind.notifies or kind.blocks):
+            return
+        what = TOLD[kind]
+        if kind.notifies:
+            self.notify(f"{row.name} {what}", title=row.repo, timeout=6)
+            if self.config.bell:
+                self.bell()
+        if self.looking():
+            return
+        if kind.notifies:
+            self.alerts.desktop(f"laneboard: {row.name}", f"{row.name} {what} ({row.repo})")
+        self.alerts.push(kind, row.name, row.repo, f"{row.name} {what}")
+
+    def looking(self) -> bool:
+        """Whether the operator looks at the board: its terminal has the focus, it is not
+        suspended under an attach, and inside tmux its pane is shown to a client."""
+        return self.app_focus and not self.suspended and self.alerts.board_visible()
+
+    def _write_terminal(self, text: str) -> None:
+        driver = self._driver
+        if driver is not None and not self.is_headless:
+            driver.write(text)
 
     def _set_title(self) -> None:
         waiting = sum(1 for kinds in self.attention.values() if any(k.notifies for k in kinds))
@@ -404,8 +456,25 @@ class BoardApp(App[None]):
     def _selected_ref(self) -> Row | None:
         return self.table.selected
 
+    def looked_at(self, task_id: str) -> None:
+        """The operator looked at the task (selected its row, attached, sent): a finished turn
+        it showed is seen, and the rows, header and title say so."""
+        if task_id not in self.unseen:
+            return
+        self.unseen = seen(self.unseen, task_id)
+        if self.update_ is not None and not self.update_.error:
+            update = self.update_
+            self.all_rows = rows(update.snapshot.repos, update.radar, self.clock(), self.unseen)
+            self.attention = {row.task_id: frozenset(row.needs) for row in self.all_rows}
+            with self.batch_update():
+                self._arrange()
+                self._paint_header(update)
+            self._set_title()
+
     def on_task_table_selected(self, message: TaskTable.Selected) -> None:
         row = message.row
+        if row is not None:
+            self.looked_at(row.task_id)
         self._preview_for = row.task_id if row else None
         self._preview_text = ""
         self._preview_activity = None
@@ -434,7 +503,7 @@ class BoardApp(App[None]):
         update (pure, cheap), and only rows whose text changed are repainted."""
         if self.update_ is not None and not self.update_.error:
             now = self.clock()
-            self.all_rows = rows(self.update_.snapshot.repos, self.update_.radar, now)
+            self.all_rows = rows(self.update_.snapshot.repos, self.update_.radar, now, self.unseen)
             with self.batch_update():
                 self._arrange()
                 self._paint_lanes(self.update_.snapshot.repos, now)
@@ -610,6 +679,7 @@ class BoardApp(App[None]):
         self._act(f"{verb} all", None, every, "done")
 
     def _attach_to(self, row: Row) -> None:
+        self.looked_at(row.task_id)
         try:
             argv = self.service.attach(row.repo_id, row.task_id)
         except LaneboardError as err:
@@ -618,13 +688,18 @@ class BoardApp(App[None]):
         if argv is None:
             return  # inside tmux: the client switched to the pane
         env = {k: v for k, v in os.environ.items() if k != "TMUX"}
-        with self.suspend():
-            subprocess.run(argv, env=env, check=False)
+        self.suspended = True
+        try:
+            with self.suspend():
+                subprocess.run(argv, env=env, check=False)
+        finally:
+            self.suspended = False
 
     def _send(self, row: Row, got: object) -> None:
         if not isinstance(got, tuple):
             return
         text, idle = got
+        self.looked_at(row.task_id)
         service = self.service
         self._act(
             "send",
