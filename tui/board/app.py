@@ -28,6 +28,7 @@ from textual.containers import Horizontal, Vertical
 from textual.notifications import SeverityLevel
 from textual.widgets import Footer, Static
 
+from laneboard.core.domain.agents import AgentState
 from laneboard.core.domain.attention import Attention, counts
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.models import TaskState
@@ -52,6 +53,7 @@ from laneboard.tui.board.screens import (
     NewTaskScreen,
     PromptScreen,
     event_line,
+    field_of,
 )
 from laneboard.tui.board.table import TaskTable
 
@@ -589,7 +591,7 @@ class BoardApp(App[None]):
         elif name == "cancel":
             self._ask_cancel(row)
         elif name == "finalize":
-            self.push_screen(FinalizeScreen(task), lambda got: self._finalize(row, got))
+            self._ask_finalize(row)
 
     def _ask_cancel(self, row: Row) -> None:
         service, task = self.service, row.view.task
@@ -607,7 +609,18 @@ class BoardApp(App[None]):
 
         self.push_screen(CancelScreen(task, below, removes=removes), chosen)
 
-    def _act(self, label: str, row: Row | None, call: Callable[[Any], Any], done: str) -> None:
+    def _act(
+        self,
+        label: str,
+        row: Row | None,
+        call: Callable[[Any], Any],
+        done: str,
+        *,
+        then: Callable[[], None] | None = None,
+        failed: Callable[[str], None] | None = None,
+    ) -> None:
+        """Run `call` in a worker (esc cancels its wait for a lane); say `done` when it
+        succeeded and run `then`, or hand the reason to `failed` (default: a notice)."""
         from laneboard.core.service.app import Cancel
 
         key = base = f"{label} {row.name}" if row else label
@@ -617,31 +630,50 @@ class BoardApp(App[None]):
         cancel = Cancel()
         self.busy[key] = cancel
         self._paint_status()
-        self._run(key, call, cancel, done, row.task_id if row else None)
+        self._run(key, call, cancel, done, row.task_id if row else None, (then, failed))
 
     @work(thread=True, exit_on_error=False)
     def _run(
-        self, key: str, call: Callable[[Any], Any], cancel: Any, done: str, task_id: str | None
+        self,
+        key: str,
+        call: Callable[[Any], Any],
+        cancel: Any,
+        done: str,
+        task_id: str | None,
+        after: tuple[Callable[[], None] | None, Callable[[str], None] | None] = (None, None),
     ) -> None:
         try:
             result = call(cancel)
         except LaneboardError as err:
             lines = [str(err), *getattr(err, "details", ())]
-            self.call_from_thread(self._finished, key, "\n".join(lines), True)
+            self.call_from_thread(self._finished, key, "\n".join(lines), True, after)
         except Exception as err:  # noqa: BLE001 (the board stays up; the reason is shown)
-            self.call_from_thread(self._finished, key, f"{type(err).__name__}: {err}", True)
+            text = f"{type(err).__name__}: {err}"
+            self.call_from_thread(self._finished, key, text, True, after)
         else:
             notes = getattr(result, "notes", ()) or ()
             text = f"{key}: {done}" + "".join(f"\n{n}" for n in notes)
-            self.call_from_thread(self._finished, key, text, False)
+            self.call_from_thread(self._finished, key, text, False, after)
         finally:
             if self.feed is not None:
                 self.feed.wake(*([task_id] if task_id else []))
 
-    def _finished(self, key: str, text: str, failed: bool) -> None:
+    def _finished(
+        self,
+        key: str,
+        text: str,
+        failed: bool,
+        after: tuple[Callable[[], None] | None, Callable[[str], None] | None] = (None, None),
+    ) -> None:
         self.busy.pop(key, None)
         self._paint_status()
+        then, on_failure = after
+        if failed and on_failure is not None:
+            on_failure(text)
+            return
         self.notify(text, severity="error" if failed else "information", timeout=8)
+        if not failed and then is not None:
+            then()
 
     def _paint_status(self) -> None:
         status = self.status
@@ -708,13 +740,23 @@ class BoardApp(App[None]):
             "sent",
         )
 
-    def _ask_new(self) -> None:
-        repos = [repo.root for repo in self.service.repos()]
-        if self.here is not None and self.here not in repos:
-            repos.insert(0, self.here)
-        profiles = self.service.profiles() if hasattr(self.service, "profiles") else []
+    def _ask_new(self, given: NewTask | None = None, error: tuple[str, str] | None = None) -> None:
+        """The new-task form: filled in with the repository the board started in (registered
+        or not) and the first installed agent profile; `given` and `error` reopen it as the
+        operator left it, with the error beside its field."""
+        service = self.service
+        repos = [repo.root for repo in service.repos()]
         here = self.here
-        self.push_screen(NewTaskScreen(repos, profiles, here), self._create)
+        if here is None and hasattr(service, "root_of"):
+            here = service.root_of(os.getcwd())
+        if here is not None and here not in repos:
+            repos.insert(0, here)
+        profiles: list[tuple[str, bool]] = []
+        default = None
+        if hasattr(service, "agent_choices"):
+            profiles, default = service.agent_choices()
+        screen = NewTaskScreen(repos, profiles, here, default=default, given=given, error=error)
+        self.push_screen(screen, self._create)
 
     def _create(self, got: object) -> None:
         if not isinstance(got, NewTask):
@@ -725,7 +767,7 @@ class BoardApp(App[None]):
         try:
             command = shlex.split(got.command) if got.command else None
         except ValueError as err:
-            self.notify(f"the agent command is not a valid command line: {err}", severity="error")
+            self._ask_new(got, ("command", f"not a valid command line: {err}"))
             return
 
         def create(cancel: Any) -> Any:
@@ -742,7 +784,14 @@ class BoardApp(App[None]):
                 cancel=cancel,
             )
 
-        self._act(f"new {got.name}", None, create, "created")
+        def refused(text: str) -> None:
+            text = text.replace(
+                "pick another with --agent or --cmd, or create the task with --no-start",
+                "choose an installed profile, or give a command line",
+            )
+            self._ask_new(got, (field_of(text), text))
+
+        self._act(f"new {got.name}", None, create, "created", failed=refused)
 
     def _ask_restore(self) -> None:
         row = self._selected_ref()
@@ -784,6 +833,16 @@ class BoardApp(App[None]):
             return
 
         def decided(answer: object) -> None:
+            if answer == "pause":
+                service = self.service
+                self._act(
+                    "pause",
+                    row,
+                    lambda c: service.pause(row.repo_id, row.task_id),
+                    "paused",
+                    then=lambda: self._ask_discard(row),
+                )
+                return
             if answer not in ("discard", "force"):
                 return
             force = answer == "force"
@@ -802,31 +861,57 @@ class BoardApp(App[None]):
 
         self.push_screen(DiscardScreen(row.name, blockers), decided)
 
+    def _ask_finalize(self, row: Row) -> None:
+        """The finalize dialog, told what the board knows: whether the agent still runs (it
+        offers to pause it first) and what the radar says this task's merge conflicts with."""
+        view = row.view
+        agent = view.agent
+        running = view.task.state is TaskState.RUNNING and (
+            agent is None or agent.state not in (AgentState.EXITED, AgentState.LOST)
+        )
+        radar = self.update_.radar.get(row.task_id, ()) if self.update_ else ()
+        lines = []
+        for overlap in radar:
+            files = ", ".join(overlap.check.files) or overlap.check.problem or "?"
+            if overlap.other_id is None:
+                lines.append(f"merging into {view.task.target} conflicts in {files}")
+            else:
+                other = overlap.other if overlap.task_id == row.task_id else overlap.task
+                lines.append(f"conflicts with {other} in {files}")
+        screen = FinalizeScreen(view.task, agent_running=running, conflicts=lines)
+        self.push_screen(screen, lambda got: self._finalize(row, got))
+
     def _finalize(self, row: Row, got: object) -> None:
         if not isinstance(got, Finalize):
             return
         service = self.service
+
+        def paused() -> None:
+            now = service.resolve(row.repo_id, row.task_id) if got.pause_first else None
+            if now is not None and now.state is TaskState.RUNNING:
+                service.pause(row.repo_id, row.task_id)
+
         if got.publish:
-            self._act(
-                "publish",
-                row,
-                lambda c: service.publish(row.repo_id, row.task_id, pr=got.pr, draft=got.draft)[0],
-                "published",
-            )
+
+            def publish(_cancel: Any) -> Any:
+                paused()
+                return service.publish(row.repo_id, row.task_id, pr=got.pr, draft=got.draft)[0]
+
+            self._act("publish", row, publish, "published")
             return
-        self._act(
-            "finalize",
-            row,
-            lambda c: service.finalize(
+
+        def merge(cancel: Any) -> Any:
+            paused()
+            return service.finalize(
                 row.repo_id,
                 row.task_id,
                 into=got.into,
                 strategy=got.strategy,
                 on_wait=self._waiter(f"finalize {row.name}"),
-                cancel=c,
-            ),
-            "merged into its target",
-        )
+                cancel=cancel,
+            )
+
+        self._act("finalize", row, merge, "merged into its target")
 
     def _journal(self, row: Row) -> None:
         try:
@@ -851,7 +936,7 @@ class BoardApp(App[None]):
                     "reviewed at its tip",
                 )
             elif what == "finalize":
-                self.push_screen(FinalizeScreen(row.view.task), lambda g: self._finalize(row, g))
+                self._ask_finalize(row)
             elif what == "retain":
                 self.action_command("retain")
             elif what == "discard":
