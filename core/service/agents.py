@@ -259,6 +259,11 @@ class AgentCommands(ServicePart):
         found = self._live(ctx, task)
         return self.runtime.attach_argv(self._pane(ctx, found))
 
+    def shell_argv(self, where: Path | str | int, task: str) -> list[str] | None:
+        """Open the shell beside the agent (`shell`) and show it, as `attach` shows the agent:
+        the caller's tmux client switched to it (None), or the argv that attaches to it."""
+        return self.runtime.attach_argv(self.shell(where, task))
+
     def shell(self, where: Path | str | int, task: str) -> PaneRef:
         """A plain shell beside the agent, in the verified worktree, with the task's
         environment (the one opened before, if it is still there)."""

@@ -6,6 +6,9 @@ private socket, the fake Claude Code."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -161,3 +164,46 @@ async def test_a_checkbox_reads_checked_or_not_without_colour(board) -> None:
         tick.value = True
         await pilot.pause()
         assert "[x]" in str(tick.render())
+
+
+async def test_attach_says_how_to_return_f12_comes_back_and_s_takes_me_to_the_shell(
+    board, repo: Path, server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: after `a` nothing said how to get back, and `s` opened the shell's window without
+    taking you there. A real client (in a pty) of the private server, as inside tmux."""
+    assert laneboard("new", "t", cwd=repo).returncode == 0
+    server.cmd("new-session", "-d", "-s", "mine", "-n", "mine", "sleep", "300")
+    line = f"tmux -L {server.socket_name} attach -t mine"
+    terminal = subprocess.Popen(
+        ["script", "-qfc", line, "/dev/null"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "TERM": "xterm"},
+    )
+
+    def clients() -> list[str]:
+        return server.cmd("list-clients", "-F", "#{client_session} #{window_name}").stdout
+
+    try:
+        end = time.monotonic() + 20
+        while clients() != ["mine mine"] and time.monotonic() < end:
+            time.sleep(0.05)
+        socket = server.cmd("display-message", "-p", "#{socket_path}").stdout[0]
+        monkeypatch.setenv("TMUX", f"{socket},1,0")
+        async with board() as (app, pilot):
+            await select(app, pilot, "t")
+            await pilot.press("a")
+            await until(pilot, lambda: clients() == ["lb-repo t"], "switched to the task")
+            assert "attached to t: F12 comes back to the board" in app.told
+            status = server.cmd("show-options", "-t", "lb-repo", "-v", "status-right").stdout
+            assert status == [" F12: back to the board "]
+            assert terminal.stdin is not None
+            terminal.stdin.write(b"\x1b[24~")  # F12, as xterm sends it
+            terminal.stdin.flush()
+            await until(pilot, lambda: clients() == ["mine mine"], "back where the board is")
+            await pilot.press("s")
+            await until(pilot, lambda: clients() == ["lb-repo t-shell"], "in the shell's window")
+    finally:
+        terminal.kill()
+        terminal.wait()

@@ -569,7 +569,7 @@ class BoardApp(App[None]):
         elif name == "send":
             self.push_screen(PromptScreen(task.name), lambda got: self._send(row, got))
         elif name == "shell":
-            self._act("shell", row, lambda c: service.shell(*ref), "shell opened beside it")
+            self._attach_to(row, to_shell=True)
         elif name == "pause":
             self._act("pause", row, lambda c: service.pause(*ref), "paused")
         elif name == "resume":
@@ -710,13 +710,19 @@ class BoardApp(App[None]):
 
         self._act(f"{verb} all", None, every, "done")
 
-    def _attach_to(self, row: Row) -> None:
+    def _attach_to(self, row: Row, *, to_shell: bool = False) -> None:
+        """Show the operator the task's pane (or the shell beside it): inside tmux their
+        client switches to it; outside, the board suspends while `tmux attach` runs. Either
+        way F12 (or detaching) comes back, and the pane's status line says so."""
         self.looked_at(row.task_id)
+        show = self.service.shell_argv if to_shell else self.service.attach
         try:
-            argv = self.service.attach(row.repo_id, row.task_id)
+            argv = show(row.repo_id, row.task_id)
         except LaneboardError as err:
             self.notify(str(err), severity="error")
             return
+        what = "the shell beside" if to_shell else ""
+        self.notify(f"{what or 'attached to'} {row.name}: F12 comes back to the board", timeout=6)
         if argv is None:
             return  # inside tmux: the client switched to the pane
         env = {k: v for k, v in os.environ.items() if k != "TMUX"}
