@@ -207,3 +207,17 @@ async def test_attach_says_how_to_return_f12_comes_back_and_s_takes_me_to_the_sh
     finally:
         terminal.kill()
         terminal.wait()
+
+
+async def test_retain_of_an_agent_that_ignores_sigterm_says_what_it_waits_for(
+    board, repo: Path, agents
+) -> None:
+    """Was: the board waited the whole grace in silence."""
+    agents("stop_grace = 3", 'env = { FAKE_CLAUDE_IGNORE_TERM = "1" }')
+    assert laneboard("new", "t", cwd=repo).returncode == 0
+    async with board() as (app, pilot):
+        await idle_and_selected(app, pilot, "t")
+        await pilot.press("r")
+        said = str(app.status.render())
+        assert "retain t: waiting for its agent to quit" in said, said
+        await until(pilot, lambda: row(app, "t").view.task.state.value == "retained", "retained")

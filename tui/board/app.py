@@ -52,6 +52,7 @@ from laneboard.tui.board.screens import (
     NewTask,
     NewTaskScreen,
     PromptScreen,
+    RadarScreen,
     event_line,
     field_of,
 )
@@ -128,11 +129,16 @@ class BoardCommands(Provider):
     """The command palette: every declared command with a palette entry, and the board's own."""
 
     def _entries(self) -> list[tuple[str, Callable[[], Any], str]]:
+        """(shown name, action, help). A declared command is found by its palette name and by
+        its command's name too (`conflicts` finds the Conflict radar)."""
         app: BoardApp = self.app  # type: ignore[assignment]
         found: list[tuple[str, Callable[[], Any], str]] = []
         for declared in COMMANDS:
             if declared.palette:
-                found.append((declared.palette, _runner(app, declared.name), declared.help))
+                shown = declared.palette
+                if declared.name.replace("-", " ") not in shown.lower():
+                    shown = f"{shown} ({declared.name})"
+                found.append((shown, _runner(app, declared.name), declared.help))
         found += [
             ("Pause all agents", lambda: app.action_command("pause-all"), "pause every agent"),
             ("Resume all agents", lambda: app.action_command("resume-all"), "resume every one"),
@@ -557,7 +563,10 @@ class BoardApp(App[None]):
         if name == "restore":
             self._ask_restore()
             return
-        if name in ("doctor", "conflicts", "lanes"):
+        if name == "conflicts":
+            self._show_radar()
+            return
+        if name in ("doctor", "lanes"):
             self.notify(f"run `laneboard {name}` for the full report", timeout=4)
             return
         if row is None:
@@ -572,12 +581,14 @@ class BoardApp(App[None]):
             self._attach_to(row, to_shell=True)
         elif name == "pause":
             self._act("pause", row, lambda c: service.pause(*ref), "paused")
+            self._say_stopping("pause", row)
         elif name == "resume":
             self._act("resume", row, lambda c: service.resume(*ref), "resumed")
         elif name == "start":
             self._act("start", row, lambda c: service.start(*ref), "agent started")
         elif name == "retain":
             self._act("retain", row, lambda c: service.retain(*ref), "retained")
+            self._say_stopping("retain", row)
         elif name == "verify":
             self._act("verify", row, lambda c: service.verify(*ref)[1], "verified")
         elif name == "rebase":
@@ -592,6 +603,33 @@ class BoardApp(App[None]):
             self._ask_cancel(row)
         elif name == "finalize":
             self._ask_finalize(row)
+
+    def _say_stopping(self, verb: str, row: Row) -> None:
+        """Stopping an agent can take the whole grace (one that ignores SIGTERM is killed only
+        after `agents.stop_grace`): the status line says what it waits for, not nothing."""
+        if row.view.task.state is TaskState.RUNNING:
+            self.status.update(
+                Text(
+                    f"⏳ {verb} {row.name}: waiting for its agent to quit "
+                    "(SIGTERM sent; killed after agents.stop_grace if it ignores it)"
+                )
+            )
+
+    def _show_radar(self) -> None:
+        """The conflict radar of every repository on the board: each conflicting pair once."""
+        update = self.update_
+        radar = update.radar if update is not None else {}
+        seen: set[tuple[str, str | None]] = set()
+        lines: list[str] = []
+        for overlaps in radar.values():
+            for overlap in overlaps:
+                if (overlap.task_id, overlap.other_id) in seen:
+                    continue
+                seen.add((overlap.task_id, overlap.other_id))
+                files = ", ".join(overlap.check.files) or overlap.check.problem or "?"
+                other = overlap.other or "its target"
+                lines.append(f"{overlap.task} ⚡ {other}: {files}")
+        self.push_screen(RadarScreen(sorted(lines)))
 
     def _ask_cancel(self, row: Row) -> None:
         service, task = self.service, row.view.task

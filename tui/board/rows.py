@@ -38,7 +38,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("branch", "BRANCH → TARGET", 22, 5),
     Column("git", "GIT", 12, 1),
     Column("lane", "LANE", 18, 2),
-    Column("radar", "RADAR", 14, 3),
+    Column("radar", "RADAR", 14, 1),
     Column("age", "AGE", 4, 1),
 )
 GAP = 1
@@ -119,6 +119,18 @@ def lane_cell(view: TaskView, now: float) -> str:
         lease = lane.waiting[0]
         return f"waiting: {lease.wait_reason}" if lease.wait_reason else "waiting"
     return "idle"
+
+
+def state_cell(view: TaskView) -> str:
+    """The lifecycle state in a word; a task ready for review that was reviewed at its tip
+    says `reviewed ✓` (one whose branch moved since is back to `review`)."""
+    task = view.task
+    if task.state is TaskState.READY_FOR_REVIEW:
+        head = view.git.head if view.git is not None else None
+        if task.reviewed_sha and (head is None or head == task.reviewed_sha):
+            return "reviewed ✓"
+        return "review"
+    return task.state.value.replace("_", " ")
 
 
 def agent_cell(view: TaskView) -> str:
@@ -204,7 +216,7 @@ def rows(
                 "mark": markers(kinds),
                 "name": task.name,
                 "repo": repo,
-                "state": task.state.value.replace("_", " ").replace("ready for review", "review"),
+                "state": state_cell(view),
                 "agent": agent_cell(view),
                 "pane": pane_cell(view),
                 "branch": f"{branch} → {task.target}" if task.target else branch,

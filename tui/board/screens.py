@@ -509,8 +509,11 @@ class FilterScreen(Dialog):
 
 
 def _short(value: object) -> str:
-    """A commit id as its first 10 digits, a path as its last two parts."""
+    """A commit id as its first 10 digits, a path as its last two parts, a text of several
+    lines (a saved screen) as its line count: an event is one line."""
     text = str(value)
+    if "\n" in text:
+        return f"<{len(text.splitlines())} lines>"
     if len(text) == 40 and all(c in "0123456789abcdef" for c in text):
         return text[:10]
     if text.startswith("/") and text.count("/") > 2:
@@ -574,6 +577,31 @@ class JournalScreen(Dialog):
                     journal.append("\n")
                 yield Static(journal, markup=False)
             yield Label("esc closes", classes="hint", markup=False)
+
+
+class RadarScreen(Dialog):
+    """The conflict radar: which tasks' own work conflicts with their target or each other."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__()
+        self.lines = lines
+
+    def compose(self) -> ComposeResult:
+        with Box(classes="box"):
+            yield Label("Conflict radar", classes="title", markup=False)
+            if not self.lines:
+                yield Static(
+                    "No conflicts: every task's own work merges with its target and with the "
+                    "other tasks'.",
+                    markup=False,
+                )
+            for line in self.lines:
+                yield Static(line, classes="blocker", markup=False)
+            yield Label(
+                "R on a task reviews it with its radar · b rebases it · esc closes",
+                classes="hint",
+                markup=False,
+            )
 
 
 class HelpScreen(Dialog):
