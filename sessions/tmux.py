@@ -336,6 +336,12 @@ class TmuxRuntime:
             time.sleep(0.05)
         return StopResult(False, detail=f"pid {pid} still runs after SIGKILL")
 
+    def close(self, pane: PaneRef) -> None:
+        """Kill the pane if it is still there and dead (a live one is never closed here)."""
+        state = self.snapshot().get(pane.pane_id)
+        if state is not None and same_pane(pane, state) and not state.alive:
+            self._run("kill-pane", "-t", pane.pane_id)
+
     def select(self, pane: PaneRef) -> None:
         """Make the pane's window current in its session, and the pane current in it."""
         self._cmd("select-window", "-t", pane.pane_id, SEP, "select-pane", "-t", pane.pane_id)

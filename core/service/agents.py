@@ -318,6 +318,8 @@ class AgentCommands(ServicePart):
                     settings[task.repo_id] = load_settings(None)
             return settings[task.repo_id]
 
+        if record:
+            self._close_retired_panes()
         states = agents.observe_all(settings_of, running, self.runtime) if running else {}
         for task in running:
             state = states.get(task.id)
@@ -357,6 +359,38 @@ class AgentCommands(ServicePart):
                     continue
             changed.append(agents.deliver_prompt(ledger, self.runtime, began, Actor.CONTROLLER))
         return changed
+
+    def _close_retired_panes(self) -> None:
+        """Close the dead panes of retired tasks (finalized, discarded, cancelled), once the
+        journal holds their last screen: one saved since the agent last started (its exit or
+        pause saved it), else saved now in `window.closed`. Only when tmux shows a dead pane
+        that no live task owns is the ledger asked anything."""
+        panes = self.runtime.snapshot()
+        dead = {pane_id for pane_id, seen in panes.items() if not seen.alive}
+        if not dead:
+            return
+        ledger = self._ledger()
+        live = {t.tmux_pane for t in ledger.tasks(include_retired=False) if t.tmux_pane}
+        if not dead - live:
+            return
+        for task in ledger.tasks(include_retired=True):
+            pane = pane_of(task)
+            if task.live or pane is None or pane.pane_id not in dead - live:
+                continue
+            seen = panes[pane.pane_id]
+            if not same_pane(pane, seen):
+                continue
+            saved = False
+            for event in ledger.events(task.id):
+                if event.kind in ("agent.started", "agent.resumed"):
+                    saved = False
+                elif event.data.get("screen"):
+                    saved = True
+            data: dict[str, str] = {"pane": pane.pane_id}
+            if not saved:
+                data["screen"] = self.runtime.history(pane).rstrip("\n")
+            ledger.append_event(task.id, task.repo_id, "window.closed", Actor.CONTROLLER, data)
+            self.runtime.close(pane)
 
     def _reconcile_one(
         self, task: Task, state: State, settings: Settings, record: bool

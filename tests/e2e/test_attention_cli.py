@@ -4,6 +4,7 @@ Real git, the fake Claude Code confined with bwrap on a private tmux server."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -40,3 +41,40 @@ def test_ls_does_not_say_running_for_an_agent_that_exited_unrecorded(
     assert show(cli, "t")["state"] == "running"  # the ledger is unchanged: reads never write
     row = next(line for line in cli("ls").out.splitlines() if line.startswith("t "))
     assert " running " not in row and "exited" in row.split()[1], row
+
+
+def test_the_window_of_a_retired_task_closes_once_its_last_screen_is_in_the_journal(
+    repo: Path, cli, agents, server
+) -> None:
+    """Was: the dead windows of finished, finalized and discarded tasks piled up in the tmux
+    session (5 of 7)."""
+    assert cli("new", "t").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle")
+    pane = show(cli, "t")["pane"]["pane_id"]
+    assert cli("pause", "t").code == 0  # its screen goes to the journal; the pane stays, dead
+    assert pane in server.cmd("list-panes", "-a", "-F", "#{pane_id}").stdout
+    assert cli("supervise", "--once").code == 0
+    assert pane in server.cmd("list-panes", "-a", "-F", "#{pane_id}").stdout  # still live
+    assert cli("discard", "t").code == 0
+    assert cli("supervise", "--once").code == 0
+    assert pane not in server.cmd("list-panes", "-a", "-F", "#{pane_id}").stdout
+    events = json.loads(cli("log", "t", "--json").out)["events"]
+    kinds = [e["kind"] for e in events]
+    assert kinds.index("agent.paused") < kinds.index("window.closed")
+    closed = next(e for e in events if e["kind"] == "window.closed")
+    assert "screen" not in closed["data"]  # the pause had saved it
+
+
+def test_a_retired_tasks_window_saves_its_screen_before_it_closes(
+    repo: Path, cli, agents, server
+) -> None:
+    assert cli("new", "t").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle")
+    pane = show(cli, "t")["pane"]["pane_id"]
+    assert cli("retain", "t").code == 0
+    assert cli("discard", "t").code == 0
+    assert cli("supervise", "--once").code == 0
+    assert pane not in server.cmd("list-panes", "-a", "-F", "#{pane_id}").stdout
+    events = json.loads(cli("log", "t", "--json").out)["events"]
+    screens = [e for e in events if e["data"].get("screen")]
+    assert screens and "Fake Claude Code" in screens[-1]["data"]["screen"]
