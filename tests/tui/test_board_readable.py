@@ -61,3 +61,12 @@ def test_a_paused_agents_saved_screen_is_one_journal_line() -> None:
     event = Event(1, "t1", 1, NOW, "agent.paused", Actor.TUI, {"screen": screen, "stop": "it quit"})
     text = event_line(event).plain
     assert "\n" not in text and "screen=<30 lines>" in text and "stop=it quit" in text
+
+
+def test_a_just_merged_task_is_not_shown_behind_its_target() -> None:
+    """Was: a task finalized with a merge commit showed `clean ↓1` (the merge commit)."""
+    from laneboard.tui.board.rows import git_cell
+    from tests.tui.boards import clean
+
+    assert git_cell(clean(0, 1), merged=True) == "clean merged"
+    assert git_cell(clean(0, 1)) == "clean ↓1"

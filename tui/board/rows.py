@@ -78,8 +78,10 @@ def ago(seconds: float) -> str:
     return f"{seconds}s"
 
 
-def git_cell(git: GitState | None) -> str:
-    """`clean`, or the counts: `M2 S1 ?3 C1`, then `↑ahead ↓behind` against the target."""
+def git_cell(git: GitState | None, *, merged: bool = False) -> str:
+    """`clean`, or the counts: `M2 S1 ?3 C1`, then `↑ahead ↓behind` against the target. A
+    task `merged` into its target says so instead of counting against it (a merge commit on
+    the target would read `↓1`, as if the task were behind)."""
     if git is None:
         return "…"
     if not git.present:
@@ -95,6 +97,8 @@ def git_cell(git: GitState | None) -> str:
         if n
     ]
     text = " ".join(parts) or "clean"
+    if merged:
+        return f"{text} merged"
     if git.ahead:
         text += f" ↑{git.ahead}"
     if git.behind:
@@ -122,15 +126,15 @@ def lane_cell(view: TaskView, now: float) -> str:
 
 
 def state_cell(view: TaskView) -> str:
-    """The lifecycle state in a word; a task ready for review that was reviewed at its tip
-    says `reviewed ✓` (one whose branch moved since is back to `review`)."""
+    """The lifecycle state in a word; a task reviewed at its tip has a `✓` (`reviewed ✓` when
+    it is ready for review); one whose branch moved since the review has none."""
     task = view.task
+    head = view.git.head if view.git is not None else None
+    reviewed = bool(task.reviewed_sha) and (head is None or head == task.reviewed_sha)
     if task.state is TaskState.READY_FOR_REVIEW:
-        head = view.git.head if view.git is not None else None
-        if task.reviewed_sha and (head is None or head == task.reviewed_sha):
-            return "reviewed ✓"
-        return "review"
-    return task.state.value.replace("_", " ")
+        return "reviewed ✓" if reviewed else "review"
+    state = task.state.value.replace("_", " ")
+    return f"{state} ✓" if reviewed and task.live else state
 
 
 def agent_cell(view: TaskView) -> str:
@@ -220,7 +224,7 @@ def rows(
                 "agent": agent_cell(view),
                 "pane": pane_cell(view),
                 "branch": f"{branch} → {task.target}" if task.target else branch,
-                "git": git_cell(view.git),
+                "git": git_cell(view.git, merged=task.state is TaskState.FINALIZED),
                 "lane": lane_cell(view, now),
                 "radar": radar_cell(conflicts, task.id, names),
                 "age": ago(now - task.updated_at),
