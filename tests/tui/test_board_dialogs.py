@@ -84,6 +84,7 @@ async def test_a_refused_discard_names_the_fix_and_offers_it(board, repo: Path) 
             pilot, lambda: isinstance(app.screen, DiscardScreen) and app.screen, "the dialog"
         )
         assert [b.kind.value for b in dialog.blockers] == ["agent"]  # one agent, one blocker
+        await until(pilot, lambda: dialog.query("#pause"), "the offered fix")
         assert "→ `laneboard pause t` stops the agent" in texts(dialog)
         await pilot.click("#pause")
         again = await until(
@@ -94,7 +95,8 @@ async def test_a_refused_discard_names_the_fix_and_offers_it(board, repo: Path) 
             "the discard asked again once the agent is paused",
         )
         assert row(app, "t").view.task.state.value == "paused"
-        assert not again.hard
+        assert not again.blockers, again.blockers  # nothing left to confirm but the discard
+        await until(pilot, lambda: again.query("#discard"), "the dialog's button")
         await pilot.click("#discard")
         await until(pilot, lambda: row(app, "t") is None, "the task discarded")
 
