@@ -36,6 +36,10 @@ PAUSABLE = (TaskState.RUNNING,)
 RESUMABLE = (TaskState.PAUSED, TaskState.RETAINED, TaskState.READY_FOR_REVIEW, TaskState.RUNNING)
 
 
+ENDED = frozenset({TaskState.FINALIZED, TaskState.DISCARDED, TaskState.CANCELLED})
+"""States whose agent never runs again: their dead pane is only kept for its screen."""
+
+
 class AgentCommands(ServicePart):
     """Agent commands over the service's ledger and runtime (mixed into `Service`)."""
 
@@ -361,7 +365,8 @@ class AgentCommands(ServicePart):
         return changed
 
     def _close_retired_panes(self) -> None:
-        """Close the dead panes of retired tasks (finalized, discarded, cancelled), once the
+        """Close the dead panes of ended tasks (finalized, discarded, cancelled: retired, or
+        finalized with its worktree kept), once the
         journal holds their last screen: one saved since the agent last started (its exit or
         pause saved it), else saved now in `window.closed`. Only when tmux shows a dead pane
         that no live task owns is the ledger asked anything."""
@@ -370,12 +375,17 @@ class AgentCommands(ServicePart):
         if not dead:
             return
         ledger = self._ledger()
-        live = {t.tmux_pane for t in ledger.tasks(include_retired=False) if t.tmux_pane}
+        live = {
+            t.tmux_pane
+            for t in ledger.tasks(include_retired=False)
+            if t.tmux_pane and t.state not in ENDED
+        }
         if not dead - live:
             return
         for task in ledger.tasks(include_retired=True):
             pane = pane_of(task)
-            if task.live or pane is None or pane.pane_id not in dead - live:
+            ended = not task.live or task.state in ENDED
+            if not ended or pane is None or pane.pane_id not in dead - live:
                 continue
             seen = panes[pane.pane_id]
             if not same_pane(pane, seen):

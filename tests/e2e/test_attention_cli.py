@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import git
 from tests.e2e.test_runtime import agent_state, eventually, show
 
 pytestmark = pytest.mark.tmux
@@ -78,3 +79,31 @@ def test_a_retired_tasks_window_saves_its_screen_before_it_closes(
     events = json.loads(cli("log", "t", "--json").out)["events"]
     screens = [e for e in events if e["data"].get("screen")]
     assert screens and "Fake Claude Code" in screens[-1]["data"]["screen"]
+
+
+def test_a_finalized_tasks_window_closes_though_its_worktree_is_kept(
+    repo: Path, cli, agents, server
+) -> None:
+    """A finalized task whose worktree is kept (a shell still in it) stays on the board, but
+    its agent never runs again: its dead window closes too."""
+    import subprocess
+
+    assert cli("new", "t").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle")
+    worktree = repo / ".worktrees" / "t"
+    (worktree / "f.txt").write_text("work\n")
+    git(worktree, "add", "f.txt")
+    git(worktree, "commit", "-q", "-m", "work")
+    pane = show(cli, "t")["pane"]["pane_id"]
+    assert cli("pause", "t").code == 0
+    assert cli("review", "t", "--mark").code == 0
+    inside = subprocess.Popen(["sleep", "60"], cwd=worktree)
+    try:
+        done = cli("finalize", "t", "--merge")
+        assert done.code == 0, done.err
+        assert worktree.is_dir() and show(cli, "t")["state"] == "finalized"
+        assert cli("supervise", "--once").code == 0
+        assert pane not in server.cmd("list-panes", "-a", "-F", "#{pane_id}").stdout
+    finally:
+        inside.kill()
+        inside.wait()

@@ -134,7 +134,8 @@ def state_cell(view: TaskView) -> str:
     if task.state is TaskState.READY_FOR_REVIEW:
         return "reviewed ✓" if reviewed else "review"
     state = task.state.value.replace("_", " ")
-    return f"{state} ✓" if reviewed and task.live else state
+    before_end = task.state not in (TaskState.FINALIZED, TaskState.DISCARDED)
+    return f"{state} ✓" if reviewed and before_end else state
 
 
 def agent_cell(view: TaskView) -> str:
