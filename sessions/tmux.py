@@ -65,6 +65,9 @@ class Separator(str):
 
 
 SEP = Separator(";")
+BACK_KEY = "F12"
+"""The key that brings the operator back to the board from a task's pane."""
+BACK_HINT = f" {BACK_KEY}: back to the board "
 
 
 def _literal(arg: str) -> str:
@@ -333,20 +336,44 @@ class TmuxRuntime:
             time.sleep(0.05)
         return StopResult(False, detail=f"pid {pid} still runs after SIGKILL")
 
+    def close(self, pane: PaneRef) -> None:
+        """Kill the pane if it is still there and dead (a live one is never closed here)."""
+        state = self.snapshot().get(pane.pane_id)
+        if state is not None and same_pane(pane, state) and not state.alive:
+            self._run("kill-pane", "-t", pane.pane_id)
+
     def select(self, pane: PaneRef) -> None:
         """Make the pane's window current in its session, and the pane current in it."""
         self._cmd("select-window", "-t", pane.pane_id, SEP, "select-pane", "-t", pane.pane_id)
 
     def attach_argv(self, pane: PaneRef) -> list[str] | None:
         """Inside a client of this server: switch it to the pane (returns None). Outside:
-        the argv that attaches a terminal to it (the caller runs it in the foreground)."""
+        the argv that attaches a terminal to it (the caller runs it in the foreground). Either
+        way the pane's session says how to come back (`BACK_KEY`, in its status line)."""
         self.select(pane)
         inside = os.environ.get("TMUX", "").split(",")[0]
         if inside and Path(inside).resolve() == Path(self.socket_path).resolve():
+            self._offer_return(pane, "switch")
             self._cmd("switch-client", "-t", pane.pane_id)
             return None
+        self._offer_return(pane, "detach")
         where = ["-S", self.socket_path]
         return ["tmux", *where, "attach-session", "-t", pane.pane_id]
+
+    def _offer_return(self, pane: PaneRef, how: str) -> None:
+        """Make `BACK_KEY` bring the operator back to the board from the pane's session:
+        `detach` ends the `tmux attach` the board runs (outside tmux), `switch` switches the
+        client back to the session it came from (the board's). The key is bound once for the
+        server and acts only in a session that says so (`@lb_back`); anywhere else it goes to
+        the pane as it always did. The session's status line names it."""
+        self._cmd(
+            "set-option", "-t", pane.pane_id, "@lb_back", how, SEP,
+            "set-option", "-t", pane.pane_id, "status-right", BACK_HINT, SEP,
+            "set-option", "-t", pane.pane_id, "status-right-length", str(len(BACK_HINT) + 2), SEP,
+            "bind-key", "-n", BACK_KEY, "if-shell", "-F", "#{==:#{@lb_back},detach}",
+            "detach-client",
+            f"if-shell -F '#{{==:#{{@lb_back}},switch}}' 'switch-client -l' 'send-keys {BACK_KEY}'",
+        )  # fmt: skip
 
     def shell(self, beside: PaneRef, cwd: str, env: Mapping[str, str]) -> PaneRef:
         """A plain shell for the agent in `beside`: a window of its own next to the agent's

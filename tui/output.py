@@ -16,7 +16,7 @@ from typing import Any
 
 from laneboard.core.domain.agents import AgentState, State
 from laneboard.core.domain.lanes import Lease, Lingering
-from laneboard.core.domain.models import Event, Repo, Task
+from laneboard.core.domain.models import Event, Repo, Task, TaskState
 from laneboard.core.domain.queue import QueueLine, QueueReport, QueueView
 from laneboard.core.domain.verdict import Verdict
 from laneboard.core.domain.views import (
@@ -111,6 +111,19 @@ def agent_json(state: State | None) -> dict[str, Any] | None:
     if state is None:
         return None
     return {"state": state.state.value, "exit_code": state.code, "source": state.source}
+
+
+def state_text(view: TaskView) -> str:
+    """The task's state as `ls` shows it: its lifecycle state, except that a running task
+    whose agent has ended (exited, or its pane lost) while no controller recorded it yet is
+    not called `running` (`exited`, `lost`; `supervise` or the board records it)."""
+    agent = view.agent
+    if view.task.state is TaskState.RUNNING and agent is not None and agent.state in ENDED:
+        return agent.state.value
+    return view.task.state.value
+
+
+ENDED = (AgentState.EXITED, AgentState.LOST)
 
 
 def agent_text(view: TaskView) -> str:

@@ -133,6 +133,18 @@ class BoardSettings:
     to the keys that trigger it, comma-separated (`"x,delete"`)."""
     preview_lines: int = 200
     """Lines of the selected pane's screen the preview reads."""
+    desktop: Literal["auto", "notify-send", "osc9", "osc777", "off"] = "auto"
+    """How a task that starts needing you is told while the board is not in front of you:
+    `auto` writes the terminal's OSC 9 notification when the board runs inside tmux or over
+    ssh (the desktop is where the terminal is), else runs `notify-send` when it is installed."""
+    ntfy: str | None = None
+    """An ntfy topic URL (`https://ntfy.sh/<topic>`) to push to when a task blocks on you
+    (waiting, failed, ready for review) and the board is not in front of you."""
+    webhook: str | None = None
+    """A URL that gets the same pushes as a JSON POST (`task`, `repo`, `kind`, `message`)."""
+    push_every: float = 300.0
+    """Seconds before the same task is pushed about the same thing again; at most 6 pushes go
+    out in any such span, whatever the tasks."""
 
 
 @value

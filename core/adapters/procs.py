@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import shlex
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -101,11 +101,15 @@ def unseen(*, trust_namespace: bool = False) -> str | None:
     return None
 
 
-def inside(directory: str) -> list[str]:
+def inside(directory: str, *, besides: Iterable[int] = ()) -> list[str]:
     """Processes (other than this one) whose working directory or an open file lies inside
     `directory`, as `pid N (name): cwd|open file PATH`. Processes whose /proc entries cannot be
     read (another user's) are not seen; laneboard runs as the operator, like the agents. Callers
-    check `unseen()` first: an unreadable table yields an empty list here."""
+    check `unseen()` first: an unreadable table yields an empty list here. `besides` are
+    processes named already (an agent's pane): they and their descendants are left out (one
+    agent is one blocker, not its shell, sandbox and program); a process that left their tree
+    (daemonized, `setsid` and reparented) is listed."""
+    named = set(besides)
     root = os.path.realpath(directory)
     prefix = root.rstrip("/") + "/"
     found: list[str] = []
@@ -124,7 +128,7 @@ def inside(directory: str) -> list[str]:
         except OSError:
             continue
         hit = _first_inside(base, root, prefix)
-        if hit is not None:
+        if hit is not None and not (named and ancestors(int(entry)) & named):
             found.append(f"pid {entry} ({name}): {hit}")
     return found
 

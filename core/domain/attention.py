@@ -1,9 +1,10 @@
 """What on the board needs the operator, and in which order (the board's "Needs you").
 
-Pure: a task's view and its radar conflicts in, the kinds of `Attention` it asks for out. The
-board sorts by the most urgent, marks each row with the `marker` of every kind (never by colour
-alone, and no kind hiding another), and counts each kind in its header; the terminal title and
-the bell use `notifies`.
+Pure: a task's view, its radar conflicts and whether it has a finished turn the operator has
+not seen (`core.domain.turns`) in, the kinds of `Attention` it asks for out. The board sorts by
+the most urgent, marks each row with the `marker` of every kind (never by colour alone, and no
+kind hiding another), and counts each kind in its header; the terminal title, the bell and the
+desktop notification use `notifies`, a push to a phone only `blocks`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ class Attention(Enum):
     """Its agent exited with a non-zero code, or its worktree fails verification."""
     LOST = 3
     """Its agent's pane is gone (the tmux server died, or the pane was killed)."""
-    REVIEW = 4
+    FINISHED = 4
+    """Its agent finished a turn the operator has not looked at yet (selecting the row,
+    attaching or sending counts as looking)."""
+    REVIEW = 5
     """It is ready for review."""
     NONE = 9
     """Nothing to do: it works, idles, is paused or retained."""
@@ -45,7 +49,12 @@ class Attention(Enum):
     @property
     def notifies(self) -> bool:
         """The operator is told when a task comes into this state (bell, title count)."""
-        return self in (Attention.WAITING, Attention.REVIEW)
+        return self in (Attention.WAITING, Attention.FINISHED, Attention.REVIEW)
+
+    @property
+    def blocks(self) -> bool:
+        """Nothing moves on until the operator acts: worth a push to their phone."""
+        return self in (Attention.WAITING, Attention.FAILED, Attention.REVIEW)
 
 
 MARKERS = {
@@ -53,6 +62,7 @@ MARKERS = {
     Attention.CONFLICTED: "!",
     Attention.FAILED: "x",
     Attention.LOST: "~",
+    Attention.FINISHED: ">",
     Attention.REVIEW: "*",
     Attention.NONE: " ",
 }
@@ -61,16 +71,20 @@ LABELS = {
     Attention.CONFLICTED: "conflicted",
     Attention.FAILED: "failed",
     Attention.LOST: "lost",
+    Attention.FINISHED: "turn done",
     Attention.REVIEW: "review",
     Attention.NONE: "",
 }
 
 
-def needs(view: TaskView, radar_conflicts: int = 0) -> tuple[Attention, ...]:
+def needs(
+    view: TaskView, radar_conflicts: int = 0, *, unseen_turn: bool = False
+) -> tuple[Attention, ...]:
     """Every kind of attention `view` asks for, most urgent first (empty: nothing). Kinds never
     hide each other: a task ready for review whose branch conflicts asks for both.
     `radar_conflicts` is how many radar lines of this task conflict (with its target or another
-    task)."""
+    task); `unseen_turn` says its agent finished a turn the operator has not looked at (it
+    counts only while the agent is still idle in a running task)."""
     task, agent, git = view.task, view.agent, view.git
     running = task.state is TaskState.RUNNING and agent is not None
     found: list[Attention] = []
@@ -83,6 +97,8 @@ def needs(view: TaskView, radar_conflicts: int = 0) -> tuple[Attention, ...]:
         failed = failed or (agent.state is AgentState.EXITED and agent.code not in (None, 0))
         if agent.state is AgentState.LOST:
             found.append(Attention.LOST)
+        if unseen_turn and agent.state is AgentState.IDLE:
+            found.append(Attention.FINISHED)
     if failed:
         found.append(Attention.FAILED)
     if task.state is TaskState.READY_FOR_REVIEW:
@@ -90,9 +106,9 @@ def needs(view: TaskView, radar_conflicts: int = 0) -> tuple[Attention, ...]:
     return tuple(sorted(found, key=lambda kind: kind.value))
 
 
-def attention(view: TaskView, radar_conflicts: int = 0) -> Attention:
+def attention(view: TaskView, radar_conflicts: int = 0, *, unseen_turn: bool = False) -> Attention:
     """The most urgent kind of attention `view` asks for (what the board sorts by)."""
-    return next(iter(needs(view, radar_conflicts)), Attention.NONE)
+    return next(iter(needs(view, radar_conflicts, unseen_turn=unseen_turn)), Attention.NONE)
 
 
 def markers(kinds: Iterable[Attention]) -> str:

@@ -203,10 +203,50 @@ class Refused(LaneboardError):
         else:
             hint = f"; --force cannot override {len(hard)} of these (it saves the ones marked)"
         lines = [str(b) + (SAVED_MARK if hard and b in soft else "") for b in self.blockers]
+        lines += [f"fix: {line}" for line in fixes(hard, task)]
         super().__init__(
             f"refusing to discard {task}: {count} blocker{'s' if count != 1 else ''}{hint}",
             details=lines,
         )
+
+
+FIXES: dict[BlockerKind, str] = {
+    BlockerKind.AGENT: (
+        "`laneboard pause {task}` stops the agent and keeps its conversation (or `retain {task}`"
+        " stops it for good); then discard"
+    ),
+    BlockerKind.LEASE: "wait for the command in its lane to end (`laneboard lanes` shows it)",
+    BlockerKind.PROCESS: "end the process named above (or wait for it to end), then discard",
+    BlockerKind.DEPENDENT: "finalize, cancel or retarget the tasks that target its branch first",
+    BlockerKind.VERIFICATION: "`laneboard verify {task}` says what changed; `laneboard doctor`",
+    BlockerKind.MOVED: "`laneboard doctor --fix` registers it where it went",
+    BlockerKind.OPERATION: "finish or abort it in the worktree (`git rebase --abort`, …)",
+    BlockerKind.LOCKED: "`git worktree unlock` it once nothing needs it locked",
+    BlockerKind.INITIALIZING: "wait for it to be created (`laneboard doctor` if that stopped)",
+    BlockerKind.SUBMODULE: "`git submodule deinit` it in the worktree first",
+    BlockerKind.NESTED: "move what is nested out of the worktree first",
+    BlockerKind.NOT_OURS: "laneboard did not create it: remove it with git yourself",
+}
+
+OFFERED: dict[BlockerKind, str] = {BlockerKind.AGENT: "pause"}
+"""Blockers one of laneboard's own actions lifts: the action the board offers to run first."""
+
+
+def fixes(blockers: Iterable[Blocker], task: str) -> list[str]:
+    """One line per kind of blocker among `blockers` that names its fix, in their order."""
+    found: list[str] = []
+    for kind in dict.fromkeys(b.kind for b in blockers if not b.lifted_by_snapshot):
+        fix = FIXES.get(kind)
+        if fix is not None and fix.format(task=task) not in found:
+            found.append(fix.format(task=task))
+    return found
+
+
+def offered(blockers: Iterable[Blocker]) -> str | None:
+    """The action that would lift every blocker no snapshot lifts (None: none does)."""
+    hard = {b.kind for b in blockers if not b.lifted_by_snapshot}
+    actions = {OFFERED.get(kind) for kind in hard}
+    return actions.pop() if len(actions) == 1 and None not in actions else None
 
 
 SAVED_MARK = " [--force saves this]"

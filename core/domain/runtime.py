@@ -135,6 +135,11 @@ class Runtime(Protocol):
         """A plain shell pane beside `beside` (the existing one, or a new one)."""
         ...
 
+    def close(self, pane: PaneRef) -> None:
+        """Remove a dead pane (and its window, when it was the window's only pane). Its
+        screen is gone after this: callers save it first."""
+        ...
+
 
 class NoRuntime:
     """No agent runtime: no panes exist, so nothing runs, nothing can be stopped or read."""
@@ -169,6 +174,9 @@ class NoRuntime:
 
     def shell(self, beside: PaneRef, cwd: str, env: Mapping[str, str]) -> PaneRef:
         raise NotImplementedError("no agent runtime is wired")
+
+    def close(self, pane: PaneRef) -> None:
+        return None
 
 
 def pane_of(task: Task) -> PaneRef | None:

@@ -219,6 +219,11 @@ class BoardConfig:
     bell: bool
     keys: dict[str, str]
     preview_lines: int
+    desktop: str = "auto"
+    """`auto`, `notify-send`, `osc9`, `osc777` or `off` (`[board] desktop`)."""
+    ntfy: str | None = None
+    webhook: str | None = None
+    push_every: float = 300.0
 
 
 @value

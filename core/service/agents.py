@@ -37,6 +37,10 @@ PAUSABLE = (TaskState.RUNNING,)
 RESUMABLE = (TaskState.PAUSED, TaskState.RETAINED, TaskState.READY_FOR_REVIEW, TaskState.RUNNING)
 
 
+ENDED = frozenset({TaskState.FINALIZED, TaskState.DISCARDED, TaskState.CANCELLED})
+"""States whose agent never runs again: their dead pane is only kept for its screen."""
+
+
 class AgentCommands(ServicePart):
     """Agent commands over the service's ledger and runtime (mixed into `Service`)."""
 
@@ -265,6 +269,11 @@ class AgentCommands(ServicePart):
         found = self._live(ctx, task)
         return self.runtime.attach_argv(self._pane(ctx, found))
 
+    def shell_argv(self, where: Path | str | int, task: str) -> list[str] | None:
+        """Open the shell beside the agent (`shell`) and show it, as `attach` shows the agent:
+        the caller's tmux client switched to it (None), or the argv that attaches to it."""
+        return self.runtime.attach_argv(self.shell(where, task))
+
     def shell(self, where: Path | str | int, task: str) -> PaneRef:
         """A plain shell beside the agent, in the verified worktree, with the task's
         environment (the one opened before, if it is still there)."""
@@ -319,6 +328,8 @@ class AgentCommands(ServicePart):
                     settings[task.repo_id] = load_settings(None)
             return settings[task.repo_id]
 
+        if record:
+            self._close_retired_panes()
         states = agentstate.observe_all(settings_of, running, self.runtime) if running else {}
         if record:  # the controller saves each turn's worktree (`core.service.reviewloop`)
             self.checkpoint_turns(running, states)
@@ -360,6 +371,44 @@ class AgentCommands(ServicePart):
                     continue
             changed.append(agents.deliver_prompt(ledger, self.runtime, began, Actor.CONTROLLER))
         return changed
+
+    def _close_retired_panes(self) -> None:
+        """Close the dead panes of ended tasks (finalized, discarded, cancelled: retired, or
+        finalized with its worktree kept), once the
+        journal holds their last screen: one saved since the agent last started (its exit or
+        pause saved it), else saved now in `window.closed`. Only when tmux shows a dead pane
+        that no live task owns is the ledger asked anything."""
+        panes = self.runtime.snapshot()
+        dead = {pane_id for pane_id, seen in panes.items() if not seen.alive}
+        if not dead:
+            return
+        ledger = self._ledger()
+        live = {
+            t.tmux_pane
+            for t in ledger.tasks(include_retired=False)
+            if t.tmux_pane and t.state not in ENDED
+        }
+        if not dead - live:
+            return
+        for task in ledger.tasks(include_retired=True):
+            pane = pane_of(task)
+            ended = not task.live or task.state in ENDED
+            if not ended or pane is None or pane.pane_id not in dead - live:
+                continue
+            seen = panes[pane.pane_id]
+            if not same_pane(pane, seen):
+                continue
+            saved = False
+            for event in ledger.events(task.id):
+                if event.kind in ("agent.started", "agent.resumed"):
+                    saved = False
+                elif event.data.get("screen"):
+                    saved = True
+            data: dict[str, str] = {"pane": pane.pane_id}
+            if not saved:
+                data["screen"] = self.runtime.history(pane).rstrip("\n")
+            ledger.append_event(task.id, task.repo_id, "window.closed", Actor.CONTROLLER, data)
+            self.runtime.close(pane)
 
     def _reconcile_one(
         self, task: Task, state: State, settings: Settings, record: bool

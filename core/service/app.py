@@ -770,13 +770,45 @@ class Service(AgentCommands, ReviewCommands, DelegationCommands, QueueCommands, 
         """The user's board settings (theme, bell, key map)."""
         settings = load_settings(None)
         board = settings.board
-        return BoardConfig(settings.theme, board.bell, dict(board.keys), board.preview_lines)
+        return BoardConfig(
+            settings.theme,
+            board.bell,
+            dict(board.keys),
+            board.preview_lines,
+            desktop=board.desktop,
+            ntfy=board.ntfy,
+            webhook=board.webhook,
+            push_every=board.push_every,
+        )
 
     def profiles(self) -> list[str]:
         """The agent profiles a new task may name (built in, and the user's)."""
         from laneboard.core.domain.agents import profiles
 
         return sorted(profiles(load_settings(None).agents.profiles))
+
+    def agent_choices(self) -> tuple[list[tuple[str, bool]], str | None]:
+        """Every agent profile a new task may name, each with whether its program is installed
+        (on PATH), and the one a new task should start with: `agents.default` when installed,
+        else the first installed one (None: none is)."""
+        import shutil
+
+        from laneboard.core.domain.agents import profiles
+
+        agents = load_settings(None).agents
+        known = profiles(agents.profiles)
+        found = [(name, shutil.which(known[name].command[0]) is not None) for name in sorted(known)]
+        installed = [name for name, ok in found if ok]
+        default = agents.default if agents.default in installed else next(iter(installed), None)
+        return found, default
+
+    def root_of(self, path: Path | str) -> str | None:
+        """The main checkout of the repository that contains `path`, registered or not (None
+        outside any): where the board's new-task form starts."""
+        try:
+            return str(discover(Path(path)).root)
+        except LaneboardError:
+            return None
 
     def save_theme(self, name: str) -> None:
         """Remember the board's theme in the user's config file (other lines are kept)."""

@@ -106,6 +106,9 @@ def refused_lines(result: CliResult, hint: str) -> list[str]:
     that mixes both kinds says how many `--force` cannot override and marks the others."""
     assert result.code == 1, (result.out, result.err)
     header, *details = result.err.splitlines()
+    fixes = [line for line in details if line.startswith("  fix: ")]
+    details = details[: len(details) - len(fixes)]  # the fixes follow every blocker line
+    assert not [line for line in details if line.startswith("  fix: ")], result.err
     count = len(details)
     marked = [line for line in details if line.endswith(SAVED_MARK)]
     if hint == HARD_HINT and marked:

@@ -87,6 +87,7 @@ def test_a_refusal_carries_its_blockers_as_data(repo: Path, service: Service) ->
     assert refused.value.details == [
         "locked: mine",
         "untracked file: notes.md [--force saves this]",
+        "fix: `git worktree unlock` it once nothing needs it locked",
     ]
     assert service.discard_preview(repo, "t") == refused.value.blockers
 

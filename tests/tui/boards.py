@@ -253,6 +253,13 @@ class StaticSource:
     def profiles(self) -> list[str]:
         return ["aider", "claude", "codex", "gemini", "opencode"]
 
+    def agent_choices(self) -> tuple[list[tuple[str, bool]], str | None]:
+        installed = {"claude", "codex"}
+        return [(name, name in installed) for name in self.profiles()], "claude"
+
+    def root_of(self, path: Any) -> str | None:
+        return None
+
     def screen(self, task_id: str, *, lines: int = 200) -> str:
         return SCREEN
 

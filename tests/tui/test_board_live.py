@@ -87,9 +87,9 @@ async def test_a_command_line_with_an_open_quote_is_refused_not_a_crash(board, r
         app.screen.query_one("#name", Input).value = "quoted"
         app.screen.query_one("#command", Input).value = "bash -c 'oops"
         await pilot.press("enter")
-        await until(
-            pilot, lambda: any("not a valid command line" in t for t in app.told), "the refusal"
-        )
+        error = await until(pilot, lambda: app.screen.query("#command-error"), "the refusal")
+        assert "not a valid command line" in str(error.first().render())  # beside its field
+        assert app.screen.query_one("#command", Input).value == "bash -c 'oops"  # kept
         assert app.is_running and not (repo / ".worktrees" / "quoted").exists()
 
 

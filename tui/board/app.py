@@ -28,16 +28,19 @@ from textual.containers import Horizontal, Vertical
 from textual.notifications import SeverityLevel
 from textual.widgets import Footer, Static
 
+from laneboard.core.domain.agents import AgentState
 from laneboard.core.domain.attention import Attention, counts
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.models import TaskState
+from laneboard.core.domain.turns import seen, unseen_turns
 from laneboard.core.domain.values import replace
 from laneboard.core.domain.views import Outcome, RepoBoard
 from laneboard.core.service.commands import COMMANDS
 from laneboard.themes import DEFAULT, register
 from laneboard.themes import names as theme_names
+from laneboard.tui.board.alerts import Alerts
 from laneboard.tui.board.feed import Feed, Update
-from laneboard.tui.board.rows import Filter, Row, arrange, rows
+from laneboard.tui.board.rows import Filter, Row, agent_states, arrange, rows
 from laneboard.tui.board.screens import (
     CancelScreen,
     DiscardScreen,
@@ -49,7 +52,9 @@ from laneboard.tui.board.screens import (
     NewTask,
     NewTaskScreen,
     PromptScreen,
+    RadarScreen,
     event_line,
+    field_of,
 )
 from laneboard.tui.board.table import TaskTable
 from laneboard.tui.output import queue_summary
@@ -61,6 +66,13 @@ PREVIEW_EVERY = 0.5
 """Seconds between looks at whether the selected pane printed (its screen is read only then)."""
 RECENT = 3.0
 """A pane that printed this many seconds ago or less is still re-read at each look."""
+TOLD = {
+    Attention.WAITING: "is waiting for you",
+    Attention.FINISHED: "finished its turn",
+    Attention.REVIEW: "is ready for review",
+    Attention.FAILED: "failed",
+}
+"""What a notice, notification or push says of a task that started needing the operator."""
 AGES_EVERY = 5.0
 """Seconds between repaints of ages and lane timers when nothing else changed."""
 EXTRA_BINDINGS = [
@@ -118,11 +130,16 @@ class BoardCommands(Provider):
     """The command palette: every declared command with a palette entry, and the board's own."""
 
     def _entries(self) -> list[tuple[str, Callable[[], Any], str]]:
+        """(shown name, action, help). A declared command is found by its palette name and by
+        its command's name too (`conflicts` finds the Conflict radar)."""
         app: BoardApp = self.app  # type: ignore[assignment]
         found: list[tuple[str, Callable[[], Any], str]] = []
         for declared in COMMANDS:
             if declared.palette:
-                found.append((declared.palette, _runner(app, declared.name), declared.help))
+                shown = declared.palette
+                if declared.name.replace("-", " ") not in shown.lower():
+                    shown = f"{shown} ({declared.name})"
+                found.append((shown, _runner(app, declared.name), declared.help))
         found += [
             ("Pause all agents", lambda: app.action_command("pause-all"), "pause every agent"),
             ("Resume all agents", lambda: app.action_command("resume-all"), "resume every one"),
@@ -178,6 +195,10 @@ class BoardApp(App[None]):
         self.rows: list[Row] = []
         self.attention: dict[str, frozenset[Attention]] = {}
         """Every kind of attention each task asked for at the last update."""
+        self.agents: dict[str, Any] = {}
+        """Each running task's agent state at the last update (a turn ends between two)."""
+        self.unseen: frozenset[str] = frozenset()
+        """Tasks whose agent finished a turn the operator has not looked at yet."""
         self.busy: dict[str, Any] = {}
         self.feed: Feed | None = None
         self.config = service.board_config()
@@ -186,6 +207,15 @@ class BoardApp(App[None]):
         self._preview_activity: float | None = None
         self._title = ""
         self._failed = False
+        self.suspended = False
+        """The board's terminal is handed to `tmux attach` (the operator is in a pane)."""
+        self.alerts = Alerts(
+            desktop=self.config.desktop,
+            ntfy=self.config.ntfy,
+            webhook=self.config.webhook,
+            push_every=self.config.push_every,
+            write=self._write_terminal,
+        )
         register(self)  # type: ignore[arg-type]
         self.theme = self.config.theme if self.config.theme in self.available_themes else DEFAULT
 
@@ -287,19 +317,18 @@ class BoardApp(App[None]):
         self.update_ = update
         now = self.clock()
         boards = update.snapshot.repos
-        self.all_rows = rows(boards, update.radar, now)
+        states = agent_states(boards)
+        self.unseen = unseen_turns(self.unseen, self.agents, states)
+        self.agents = states
+        self.all_rows = rows(boards, update.radar, now, self.unseen)
         with self.batch_update():
             self._arrange()
             self._paint_header(update)
             self._paint_lanes(boards, now)
-        fresh = {row.task_id: frozenset(row.needs) for row in self.all_rows}
         if not first:
-            for row in self.all_rows:
-                before = self.attention.get(row.task_id, frozenset())
-                for kind in row.needs:
-                    if kind.notifies and kind not in before:
-                        self._tell(row, kind)
-        self.attention = fresh
+            self._tell_new()
+        else:
+            self.attention = {row.task_id: frozenset(row.needs) for row in self.all_rows}
         self._set_title()
         for event in update.events:
             if event.task_id is not None and event.task_id == self._preview_for:
@@ -388,11 +417,42 @@ class BoardApp(App[None]):
             text.append(" · ".join(parts) or "idle")
         show(self.lanes, text)
 
+    def _tell_new(self) -> None:
+        """Tell the operator of every kind of attention a task asks for that it did not ask
+        for at the last look (and remember what each asks for now)."""
+        fresh = {row.task_id: frozenset(row.needs) for row in self.all_rows}
+        for row in self.all_rows:
+            before = self.attention.get(row.task_id, frozenset())
+            for kind in row.needs:
+                if kind not in before:
+                    self._tell(row, kind)
+        self.attention = fresh
+
     def _tell(self, row: Row, kind: Attention) -> None:
-        what = "is waiting for you" if kind is Attention.WAITING else "is ready for review"
-        self.notify(f"{row.name} {what}", title=row.repo, timeout=6)
-        if self.config.bell:
-            self.bell()
+        """A notice and the bell for what notifies; when the operator is not looking at the
+        board, a desktop notification for the same, and a push for what blocks."""
+        if not (kind.notifies or kind.blocks):
+            return
+        what = TOLD[kind]
+        if kind.notifies:
+            self.notify(f"{row.name} {what}", title=row.repo, timeout=6)
+            if self.config.bell:
+                self.bell()
+        if self.looking():
+            return
+        if kind.notifies:
+            self.alerts.desktop(f"laneboard: {row.name}", f"{row.name} {what} ({row.repo})")
+        self.alerts.push(kind, row.name, row.repo, f"{row.name} {what}")
+
+    def looking(self) -> bool:
+        """Whether the operator looks at the board: its terminal has the focus, it is not
+        suspended under an attach, and inside tmux its pane is shown to a client."""
+        return self.app_focus and not self.suspended and self.alerts.board_visible()
+
+    def _write_terminal(self, text: str) -> None:
+        driver = self._driver
+        if driver is not None and not self.is_headless:
+            driver.write(text)
 
     def _set_title(self) -> None:
         waiting = sum(1 for kinds in self.attention.values() if any(k.notifies for k in kinds))
@@ -408,8 +468,25 @@ class BoardApp(App[None]):
     def _selected_ref(self) -> Row | None:
         return self.table.selected
 
+    def looked_at(self, task_id: str) -> None:
+        """The operator looked at the task (selected its row, attached, sent): a finished turn
+        it showed is seen, and the rows, header and title say so."""
+        if task_id not in self.unseen:
+            return
+        self.unseen = seen(self.unseen, task_id)
+        if self.update_ is not None and not self.update_.error:
+            update = self.update_
+            self.all_rows = rows(update.snapshot.repos, update.radar, self.clock(), self.unseen)
+            self.attention = {row.task_id: frozenset(row.needs) for row in self.all_rows}
+            with self.batch_update():
+                self._arrange()
+                self._paint_header(update)
+            self._set_title()
+
     def on_task_table_selected(self, message: TaskTable.Selected) -> None:
         row = message.row
+        if row is not None:
+            self.looked_at(row.task_id)
         self._preview_for = row.task_id if row else None
         self._preview_text = ""
         self._preview_activity = None
@@ -438,7 +515,7 @@ class BoardApp(App[None]):
         update (pure, cheap), and only rows whose text changed are repainted."""
         if self.update_ is not None and not self.update_.error:
             now = self.clock()
-            self.all_rows = rows(self.update_.snapshot.repos, self.update_.radar, now)
+            self.all_rows = rows(self.update_.snapshot.repos, self.update_.radar, now, self.unseen)
             with self.batch_update():
                 self._arrange()
                 self._paint_lanes(self.update_.snapshot.repos, now)
@@ -490,7 +567,10 @@ class BoardApp(App[None]):
         if name == "restore":
             self._ask_restore()
             return
-        if name in ("doctor", "conflicts", "lanes"):
+        if name == "conflicts":
+            self._show_radar()
+            return
+        if name in ("doctor", "lanes"):
             self.notify(f"run `laneboard {name}` for the full report", timeout=4)
             return
         if row is None:
@@ -502,15 +582,17 @@ class BoardApp(App[None]):
         elif name == "send":
             self.push_screen(PromptScreen(task.name), lambda got: self._send(row, got))
         elif name == "shell":
-            self._act("shell", row, lambda c: service.shell(*ref), "shell opened beside it")
+            self._attach_to(row, to_shell=True)
         elif name == "pause":
             self._act("pause", row, lambda c: service.pause(*ref), "paused")
+            self._say_stopping("pause", row)
         elif name == "resume":
             self._act("resume", row, lambda c: service.resume(*ref), "resumed")
         elif name == "start":
             self._act("start", row, lambda c: service.start(*ref), "agent started")
         elif name == "retain":
             self._act("retain", row, lambda c: service.retain(*ref), "retained")
+            self._say_stopping("retain", row)
         elif name == "verify":
             self._act("verify", row, lambda c: service.verify(*ref)[1], "verified")
         elif name == "rebase":
@@ -524,9 +606,25 @@ class BoardApp(App[None]):
         elif name == "cancel":
             self._ask_cancel(row)
         elif name == "finalize":
-            self.push_screen(FinalizeScreen(task), lambda got: self._finalize(row, got))
+            self._ask_finalize(row)
         elif name == "queue":
             self._act("queue", row, lambda c: self._queue(row, c), "in the merge queue")
+        elif name == "rewind":
+            self._act("rewind", row, lambda c: self._rewind(row), "rewound")
+        elif name == "checkpoints":
+            self._act("checkpoints", row, lambda c: self._checkpoints(row), "checkpoints")
+
+    def _rewind(self, row: Row) -> Any:
+        """Back to the checkpoint before the newest; the note says how to undo it."""
+        before, to = self.service.rewind(row.repo_id, row.task_id)
+        undo = f"`laneboard rewind {row.name} {before.n}` (or W again on checkpoint {before.n})"
+        return Outcome(row.view.task, row.view.repo, notes=(f"now at checkpoint {to.n}; {undo}",))
+
+    def _checkpoints(self, row: Row) -> Any:
+        task, found = self.service.checkpoints(row.repo_id, row.task_id)
+        lines = [f"{c.n}: {c.files} file(s), {c.turn}" + (" (pinned)" if c.pinned else "")
+                 for c in found[-8:]]  # fmt: skip
+        return Outcome(task, row.view.repo, notes=tuple(lines) or ("no checkpoint yet",))
 
     def _queue(self, row: Row, cancel: Any) -> Any:
         """Put the task in the merge queue and work through the line (in this worker): what
@@ -540,6 +638,33 @@ class BoardApp(App[None]):
         said += [f"{name} back to review: {why}" for name, why in done.returned]
         said += [f"{name} waits: {why}" for name, why in done.deferred]
         return Outcome(row.view.task, row.view.repo, notes=(*said, *notes))
+
+    def _say_stopping(self, verb: str, row: Row) -> None:
+        """Stopping an agent can take the whole grace (one that ignores SIGTERM is killed only
+        after `agents.stop_grace`): the status line says what it waits for, not nothing."""
+        if row.view.task.state is TaskState.RUNNING:
+            self.status.update(
+                Text(
+                    f"⏳ {verb} {row.name}: waiting for its agent to quit "
+                    "(SIGTERM sent; killed after agents.stop_grace if it ignores it)"
+                )
+            )
+
+    def _show_radar(self) -> None:
+        """The conflict radar of every repository on the board: each conflicting pair once."""
+        update = self.update_
+        radar = update.radar if update is not None else {}
+        seen: set[tuple[str, str | None]] = set()
+        lines: list[str] = []
+        for overlaps in radar.values():
+            for overlap in overlaps:
+                if (overlap.task_id, overlap.other_id) in seen:
+                    continue
+                seen.add((overlap.task_id, overlap.other_id))
+                files = ", ".join(overlap.check.files) or overlap.check.problem or "?"
+                other = overlap.other or "its target"
+                lines.append(f"{overlap.task} ⚡ {other}: {files}")
+        self.push_screen(RadarScreen(sorted(lines)))
 
     def _ask_cancel(self, row: Row) -> None:
         service, task = self.service, row.view.task
@@ -557,7 +682,18 @@ class BoardApp(App[None]):
 
         self.push_screen(CancelScreen(task, below, removes=removes), chosen)
 
-    def _act(self, label: str, row: Row | None, call: Callable[[Any], Any], done: str) -> None:
+    def _act(
+        self,
+        label: str,
+        row: Row | None,
+        call: Callable[[Any], Any],
+        done: str,
+        *,
+        then: Callable[[], None] | None = None,
+        failed: Callable[[str], None] | None = None,
+    ) -> None:
+        """Run `call` in a worker (esc cancels its wait for a lane); say `done` when it
+        succeeded and run `then`, or hand the reason to `failed` (default: a notice)."""
         from laneboard.core.service.app import Cancel
 
         key = base = f"{label} {row.name}" if row else label
@@ -567,31 +703,50 @@ class BoardApp(App[None]):
         cancel = Cancel()
         self.busy[key] = cancel
         self._paint_status()
-        self._run(key, call, cancel, done, row.task_id if row else None)
+        self._run(key, call, cancel, done, row.task_id if row else None, (then, failed))
 
     @work(thread=True, exit_on_error=False)
     def _run(
-        self, key: str, call: Callable[[Any], Any], cancel: Any, done: str, task_id: str | None
+        self,
+        key: str,
+        call: Callable[[Any], Any],
+        cancel: Any,
+        done: str,
+        task_id: str | None,
+        after: tuple[Callable[[], None] | None, Callable[[str], None] | None] = (None, None),
     ) -> None:
         try:
             result = call(cancel)
         except LaneboardError as err:
             lines = [str(err), *getattr(err, "details", ())]
-            self.call_from_thread(self._finished, key, "\n".join(lines), True)
+            self.call_from_thread(self._finished, key, "\n".join(lines), True, after)
         except Exception as err:  # noqa: BLE001 (the board stays up; the reason is shown)
-            self.call_from_thread(self._finished, key, f"{type(err).__name__}: {err}", True)
+            text = f"{type(err).__name__}: {err}"
+            self.call_from_thread(self._finished, key, text, True, after)
         else:
             notes = getattr(result, "notes", ()) or ()
             text = f"{key}: {done}" + "".join(f"\n{n}" for n in notes)
-            self.call_from_thread(self._finished, key, text, False)
+            self.call_from_thread(self._finished, key, text, False, after)
         finally:
             if self.feed is not None:
                 self.feed.wake(*([task_id] if task_id else []))
 
-    def _finished(self, key: str, text: str, failed: bool) -> None:
+    def _finished(
+        self,
+        key: str,
+        text: str,
+        failed: bool,
+        after: tuple[Callable[[], None] | None, Callable[[str], None] | None] = (None, None),
+    ) -> None:
         self.busy.pop(key, None)
         self._paint_status()
+        then, on_failure = after
+        if failed and on_failure is not None:
+            on_failure(text)
+            return
         self.notify(text, severity="error" if failed else "information", timeout=8)
+        if not failed and then is not None:
+            then()
 
     def _paint_status(self) -> None:
         status = self.status
@@ -628,22 +783,34 @@ class BoardApp(App[None]):
 
         self._act(f"{verb} all", None, every, "done")
 
-    def _attach_to(self, row: Row) -> None:
+    def _attach_to(self, row: Row, *, to_shell: bool = False) -> None:
+        """Show the operator the task's pane (or the shell beside it): inside tmux their
+        client switches to it; outside, the board suspends while `tmux attach` runs. Either
+        way F12 (or detaching) comes back, and the pane's status line says so."""
+        self.looked_at(row.task_id)
+        show = self.service.shell_argv if to_shell else self.service.attach
         try:
-            argv = self.service.attach(row.repo_id, row.task_id)
+            argv = show(row.repo_id, row.task_id)
         except LaneboardError as err:
             self.notify(str(err), severity="error")
             return
+        what = "the shell beside" if to_shell else ""
+        self.notify(f"{what or 'attached to'} {row.name}: F12 comes back to the board", timeout=6)
         if argv is None:
             return  # inside tmux: the client switched to the pane
         env = {k: v for k, v in os.environ.items() if k != "TMUX"}
-        with self.suspend():
-            subprocess.run(argv, env=env, check=False)
+        self.suspended = True
+        try:
+            with self.suspend():
+                subprocess.run(argv, env=env, check=False)
+        finally:
+            self.suspended = False
 
     def _send(self, row: Row, got: object) -> None:
         if not isinstance(got, tuple):
             return
         text, idle = got
+        self.looked_at(row.task_id)
         service = self.service
         self._act(
             "send",
@@ -652,13 +819,23 @@ class BoardApp(App[None]):
             "sent",
         )
 
-    def _ask_new(self) -> None:
-        repos = [repo.root for repo in self.service.repos()]
-        if self.here is not None and self.here not in repos:
-            repos.insert(0, self.here)
-        profiles = self.service.profiles() if hasattr(self.service, "profiles") else []
+    def _ask_new(self, given: NewTask | None = None, error: tuple[str, str] | None = None) -> None:
+        """The new-task form: filled in with the repository the board started in (registered
+        or not) and the first installed agent profile; `given` and `error` reopen it as the
+        operator left it, with the error beside its field."""
+        service = self.service
+        repos = [repo.root for repo in service.repos()]
         here = self.here
-        self.push_screen(NewTaskScreen(repos, profiles, here), self._create)
+        if here is None and hasattr(service, "root_of"):
+            here = service.root_of(os.getcwd())
+        if here is not None and here not in repos:
+            repos.insert(0, here)
+        profiles: list[tuple[str, bool]] = []
+        default = None
+        if hasattr(service, "agent_choices"):
+            profiles, default = service.agent_choices()
+        screen = NewTaskScreen(repos, profiles, here, default=default, given=given, error=error)
+        self.push_screen(screen, self._create)
 
     def _create(self, got: object) -> None:
         if not isinstance(got, NewTask):
@@ -669,7 +846,7 @@ class BoardApp(App[None]):
         try:
             command = shlex.split(got.command) if got.command else None
         except ValueError as err:
-            self.notify(f"the agent command is not a valid command line: {err}", severity="error")
+            self._ask_new(got, ("command", f"not a valid command line: {err}"))
             return
 
         def create(cancel: Any) -> Any:
@@ -686,7 +863,14 @@ class BoardApp(App[None]):
                 cancel=cancel,
             )
 
-        self._act(f"new {got.name}", None, create, "created")
+        def refused(text: str) -> None:
+            text = text.replace(
+                "pick another with --agent or --cmd, or create the task with --no-start",
+                "choose an installed profile, or give a command line",
+            )
+            self._ask_new(got, (field_of(text), text))
+
+        self._act(f"new {got.name}", None, create, "created", failed=refused)
 
     def _ask_restore(self) -> None:
         row = self._selected_ref()
@@ -728,6 +912,16 @@ class BoardApp(App[None]):
             return
 
         def decided(answer: object) -> None:
+            if answer == "pause":
+                service = self.service
+                self._act(
+                    "pause",
+                    row,
+                    lambda c: service.pause(row.repo_id, row.task_id),
+                    "paused",
+                    then=lambda: self._ask_discard(row),
+                )
+                return
             if answer not in ("discard", "force"):
                 return
             force = answer == "force"
@@ -746,31 +940,57 @@ class BoardApp(App[None]):
 
         self.push_screen(DiscardScreen(row.name, blockers), decided)
 
+    def _ask_finalize(self, row: Row) -> None:
+        """The finalize dialog, told what the board knows: whether the agent still runs (it
+        offers to pause it first) and what the radar says this task's merge conflicts with."""
+        view = row.view
+        agent = view.agent
+        running = view.task.state is TaskState.RUNNING and (
+            agent is None or agent.state not in (AgentState.EXITED, AgentState.LOST)
+        )
+        radar = self.update_.radar.get(row.task_id, ()) if self.update_ else ()
+        lines = []
+        for overlap in radar:
+            files = ", ".join(overlap.check.files) or overlap.check.problem or "?"
+            if overlap.other_id is None:
+                lines.append(f"merging into {view.task.target} conflicts in {files}")
+            else:
+                other = overlap.other if overlap.task_id == row.task_id else overlap.task
+                lines.append(f"conflicts with {other} in {files}")
+        screen = FinalizeScreen(view.task, agent_running=running, conflicts=lines)
+        self.push_screen(screen, lambda got: self._finalize(row, got))
+
     def _finalize(self, row: Row, got: object) -> None:
         if not isinstance(got, Finalize):
             return
         service = self.service
+
+        def paused() -> None:
+            now = service.resolve(row.repo_id, row.task_id) if got.pause_first else None
+            if now is not None and now.state is TaskState.RUNNING:
+                service.pause(row.repo_id, row.task_id)
+
         if got.publish:
-            self._act(
-                "publish",
-                row,
-                lambda c: service.publish(row.repo_id, row.task_id, pr=got.pr, draft=got.draft)[0],
-                "published",
-            )
+
+            def publish(_cancel: Any) -> Any:
+                paused()
+                return service.publish(row.repo_id, row.task_id, pr=got.pr, draft=got.draft)[0]
+
+            self._act("publish", row, publish, "published")
             return
-        self._act(
-            "finalize",
-            row,
-            lambda c: service.finalize(
+
+        def merge(cancel: Any) -> Any:
+            paused()
+            return service.finalize(
                 row.repo_id,
                 row.task_id,
                 into=got.into,
                 strategy=got.strategy,
                 on_wait=self._waiter(f"finalize {row.name}"),
-                cancel=c,
-            ),
-            "merged into its target",
-        )
+                cancel=cancel,
+            )
+
+        self._act("finalize", row, merge, "merged into its target")
 
     def _journal(self, row: Row) -> None:
         try:
@@ -795,7 +1015,7 @@ class BoardApp(App[None]):
                     "reviewed at its tip",
                 )
             elif what == "finalize":
-                self.push_screen(FinalizeScreen(row.view.task), lambda g: self._finalize(row, g))
+                self._ask_finalize(row)
             elif what == "retain":
                 self.action_command("retain")
             elif what == "discard":

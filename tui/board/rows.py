@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from laneboard.core.domain.agents import AgentState
 from laneboard.core.domain.attention import Attention, markers, needs
 from laneboard.core.domain.lanes import Lease
+from laneboard.core.domain.models import TaskState
 from laneboard.core.domain.queue import EntryState
 from laneboard.core.domain.review import Overlap
 from laneboard.core.domain.views import GitState, RepoBoard, TaskView
@@ -38,7 +39,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("branch", "BRANCH → TARGET", 22, 5),
     Column("git", "GIT", 12, 1),
     Column("lane", "LANE", 18, 2),
-    Column("radar", "RADAR", 14, 3),
+    Column("radar", "RADAR", 14, 1),
     Column("age", "AGE", 4, 1),
 )
 GAP = 1
@@ -78,8 +79,10 @@ def ago(seconds: float) -> str:
     return f"{seconds}s"
 
 
-def git_cell(git: GitState | None) -> str:
-    """`clean`, or the counts: `M2 S1 ?3 C1`, then `↑ahead ↓behind` against the target."""
+def git_cell(git: GitState | None, *, merged: bool = False) -> str:
+    """`clean`, or the counts: `M2 S1 ?3 C1`, then `↑ahead ↓behind` against the target. A
+    task `merged` into its target says so instead of counting against it (a merge commit on
+    the target would read `↓1`, as if the task were behind)."""
     if git is None:
         return "…"
     if not git.present:
@@ -95,6 +98,8 @@ def git_cell(git: GitState | None) -> str:
         if n
     ]
     text = " ".join(parts) or "clean"
+    if merged:
+        return f"{text} merged"
     if git.ahead:
         text += f" ↑{git.ahead}"
     if git.behind:
@@ -122,20 +127,38 @@ def lane_cell(view: TaskView, now: float) -> str:
 
 
 def state_cell(view: TaskView) -> str:
-    """The task's state; in the merge queue, its place in line or that it is in the batch
-    under test."""
+    """The lifecycle state in a word; in the merge queue, its place in line or that it is in
+    the batch under test; a task reviewed at its tip has a `✓` (`reviewed ✓` when it is ready
+    for review); one whose branch moved since the review has none."""
     line = view.queue
     if line is not None and line.position is not None:
         if line.entry.state is EntryState.TESTING:
             return "in batch"
         return f"queued #{line.position}"
-    return view.task.state.value.replace("_", " ").replace("ready for review", "review")
+    task = view.task
+    head = view.git.head if view.git is not None else None
+    reviewed = bool(task.reviewed_sha) and (head is None or head == task.reviewed_sha)
+    if task.state is TaskState.READY_FOR_REVIEW:
+        return "reviewed ✓" if reviewed else "review"
+    state = task.state.value.replace("_", " ")
+    before_end = task.state not in (TaskState.FINALIZED, TaskState.DISCARDED)
+    return f"{state} ✓" if reviewed and before_end else state
 
 
 def agent_cell(view: TaskView) -> str:
     if view.agent is None:
         return "-" if view.task.agent_profile is None else (view.task.agent_state or "-")
     return str(view.agent)
+
+
+def agent_states(boards: Iterable[RepoBoard]) -> dict[str, AgentState]:
+    """What each running task's agent does, by task id (the input of `turns.unseen_turns`)."""
+    return {
+        view.task.id: view.agent.state
+        for board in boards
+        for view in board.tasks
+        if view.agent is not None and view.task.state is TaskState.RUNNING
+    }
 
 
 def pane_cell(view: TaskView) -> str:
@@ -187,8 +210,10 @@ def rows(
     boards: Iterable[RepoBoard],
     radar: dict[str, tuple[Overlap, ...]],
     now: float,
+    unseen: frozenset[str] = frozenset(),
 ) -> list[Row]:
-    """Every live task of `boards` as a row, in board order."""
+    """Every live task of `boards` as a row, in board order; `unseen` are the tasks whose
+    agent finished a turn the operator has not looked at (`core.domain.turns`)."""
     made: list[Row] = []
     for board in boards:
         repo = board.repo.root.rstrip("/").rsplit("/", 1)[-1]
@@ -196,7 +221,7 @@ def rows(
         for view in board.tasks:
             task = view.task
             conflicts = radar.get(task.id, ())
-            kinds = needs(view, len(conflicts))
+            kinds = needs(view, len(conflicts), unseen_turn=task.id in unseen)
             kind = kinds[0] if kinds else Attention.NONE
             branch = task.branch.removeprefix("refs/heads/")
             cells = {
@@ -207,7 +232,7 @@ def rows(
                 "agent": agent_cell(view),
                 "pane": pane_cell(view),
                 "branch": f"{branch} → {task.target}" if task.target else branch,
-                "git": git_cell(view.git),
+                "git": git_cell(view.git, merged=task.state is TaskState.FINALIZED),
                 "lane": lane_cell(view, now),
                 "radar": radar_cell(conflicts, task.id, names),
                 "age": ago(now - task.updated_at),

@@ -6,16 +6,18 @@ service itself except to read (the journal), so every change goes through the ap
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
-from laneboard.core.domain.cleanup import Blocker
+from laneboard.core.domain.cleanup import Blocker, fixes, offered
 from laneboard.core.domain.models import Event, Task
 
 
@@ -37,6 +39,8 @@ class Finalize:
     into: str | None = None
     pr: bool = False
     draft: bool = False
+    pause_first: bool = False
+    """Its agent still runs: pause it, then finalize."""
 
 
 class Box(VerticalScroll, can_focus=False):
@@ -61,6 +65,7 @@ class Dialog(ModalScreen[object]):
     Dialog .hint { color: $text-muted; }
     Dialog .blocker { color: $lb-failed; }
     Dialog .saved { color: $lb-dirty; }
+    Dialog .fix { color: $text; }
     Dialog Input { margin-bottom: 1; }
     Dialog Horizontal { height: auto; margin-top: 1; }
     Dialog Button { margin-right: 2; }
@@ -71,47 +76,128 @@ class Dialog(ModalScreen[object]):
         self.dismiss(None)
 
 
-class NewTaskScreen(Dialog):
-    """Name, repository, base and target, agent profile or command, first prompt."""
+class Tick(Checkbox):
+    """A checkbox whose state reads without colour: `[x]` when checked, `[ ]` when not (the
+    compact checkbox drew the same `X` either way)."""
 
-    def __init__(self, repos: list[str], profiles: list[str], here: str | None) -> None:
+    @property
+    def _button(self) -> Content:
+        return Content.assemble(
+            ("[x]" if self.value else "[ ]", self.get_visual_style("toggle--button"))
+        )
+
+
+FIELDS = ("name", "repo", "base", "target", "agent", "command", "prompt")
+"""The new-task form's fields, in order (an error is shown beside the one it names)."""
+
+
+class NewTaskScreen(Dialog):
+    """Name, repository, base and target, agent profile or command, first prompt. Starts
+    filled in: the repository the board started in, the first installed agent profile (the
+    ones not installed are marked). An error is shown beside its field and nothing typed is
+    lost (`given` and `error` reopen the form as it was)."""
+
+    DEFAULT_CSS = """
+    NewTaskScreen .error { color: $error; margin-bottom: 1; }
+    """
+
+    def __init__(
+        self,
+        repos: list[str],
+        profiles: list[tuple[str, bool]],
+        here: str | None,
+        *,
+        default: str | None = None,
+        given: NewTask | None = None,
+        error: tuple[str, str] | None = None,
+    ) -> None:
         super().__init__()
         self.repos = repos
         self.profiles = profiles
         self.here = here if here in repos else (repos[0] if repos else None)
+        self.default = default
+        self.given = given
+        self.error = error
+
+    def _value(self, key: str) -> str:
+        value = getattr(self.given, key, None) if self.given is not None else None
+        return value or ""
+
+    def _error(self, key: str) -> Iterable[Static]:
+        if self.error is not None and self.error[0] == key:
+            yield Static(f"↑ {self.error[1]}", classes="error", id=f"{key}-error", markup=False)
 
     def compose(self) -> ComposeResult:
+        installed = {name for name, ok in self.profiles if ok}
+        agent = self._value("agent") or self.default
+        repo = self._value("repo") or self.here
         with Box(classes="box"):
             yield Label("New task", classes="title", markup=False)
-            yield Input(compact=True, placeholder="name (becomes branch lb/<name>)", id="name")
+            yield Input(
+                self._value("name"),
+                compact=True,
+                placeholder="name (becomes branch lb/<name>)",
+                id="name",
+            )
+            yield from self._error("name")
             if self.repos:
                 yield Select(
-                    [(Text(repo), repo) for repo in self.repos],
-                    value=self.here or Select.NULL,
+                    [(Text(r), r) for r in self.repos],
+                    value=repo if repo in self.repos else Select.NULL,
                     allow_blank=False,
                     id="repo",
                     compact=True,
                 )
             else:
-                yield Input(compact=True, placeholder="repository path", id="repo-path")
-            yield Input(compact=True, placeholder="base (default: the target's tip)", id="base")
+                yield Input(repo or "", compact=True, placeholder="repository path", id="repo-path")
+            yield from self._error("repo")
             yield Input(
-                compact=True, placeholder="target branch (default: the repo's)", id="target"
+                self._value("base"),
+                compact=True,
+                placeholder="base (default: the target's tip)",
+                id="base",
             )
+            yield from self._error("base")
+            yield Input(
+                self._value("target"),
+                compact=True,
+                placeholder="target branch (default: the repo's)",
+                id="target",
+            )
+            yield from self._error("target")
             yield Select(
-                [(Text(p), p) for p in self.profiles],
-                prompt="agent profile (default: agents.default)",
+                [
+                    (Text(name if name in installed else f"{name} (not installed)"), name)
+                    for name, _ok in self.profiles
+                ],
+                value=agent if agent in {n for n, _ in self.profiles} else Select.NULL,
+                prompt="agent profile (none installed: give a command)",
                 id="agent",
                 compact=True,
             )
+            yield from self._error("agent")
             yield Input(
-                compact=True, placeholder="or a command line to run as the agent", id="command"
+                self._value("command"),
+                compact=True,
+                placeholder="or a command line to run as the agent",
+                id="command",
             )
-            yield Input(compact=True, placeholder="first prompt", id="prompt")
+            yield from self._error("command")
+            yield Input(
+                self._value("prompt"), compact=True, placeholder="first prompt", id="prompt"
+            )
+            yield from self._error("prompt")
             yield Label("enter creates · esc cancels", classes="hint", markup=False)
             with Horizontal():
                 yield Button("Create", variant="primary", id="create", compact=True)
                 yield Button("Cancel", id="cancel", compact=True)
+
+    def on_mount(self) -> None:
+        if self.error is not None:
+            key = "repo-path" if self.error[0] == "repo" and not self.repos else self.error[0]
+            found = self.query(f"#{key}")
+            if found:
+                found.first().focus()
 
     def on_input_submitted(self) -> None:
         self._create()
@@ -122,10 +208,21 @@ class NewTaskScreen(Dialog):
         else:
             self.dismiss(None)
 
+    def _show_error(self, key: str, message: str) -> None:
+        """Put `message` beside the field `key` (replacing an earlier error), focus it."""
+        for old in self.query(".error"):
+            old.remove()
+        field = self.query_one(f"#{key}" if key != "repo" or self.repos else "#repo-path")
+        field.parent.mount(  # type: ignore[union-attr]
+            Static(f"↑ {message}", classes="error", id=f"{key}-error", markup=False),
+            after=field,
+        )
+        field.focus()
+
     def _create(self) -> None:
         name = self.query_one("#name", Input).value.strip()
         if not name:
-            self.notify("a task needs a name", severity="error", markup=False)
+            self._show_error("name", "a task needs a name")
             return
         if self.repos:
             chosen = self.query_one("#repo", Select).value
@@ -133,22 +230,47 @@ class NewTaskScreen(Dialog):
         else:
             repo = self.query_one("#repo-path", Input).value.strip()
             if not repo:
-                self.notify(
-                    "which repository? give a path inside it", severity="error", markup=False
-                )
+                self._show_error("repo", "which repository? give a path inside it")
                 return
         agent = self.query_one("#agent", Select).value
+        command = _given(self.query_one("#command", Input).value)
+        installed = {n for n, ok in self.profiles if ok}
+        if command is None and isinstance(agent, str) and agent not in installed:
+            self._show_error(
+                "agent",
+                f"{agent} is not installed (not on PATH): choose an installed profile, "
+                "or give a command line below",
+            )
+            return
+        if command is None and not isinstance(agent, str):
+            self._show_error("agent", "no agent profile is installed: give a command line below")
+            return
         self.dismiss(
             NewTask(
                 repo=repo,
                 name=name,
                 base=_given(self.query_one("#base", Input).value),
                 target=_given(self.query_one("#target", Input).value),
-                agent=agent if isinstance(agent, str) else None,
-                command=_given(self.query_one("#command", Input).value),
+                agent=agent if isinstance(agent, str) and command is None else None,
+                command=command,
                 prompt=_given(self.query_one("#prompt", Input).value),
             )
         )
+
+
+def field_of(message: str) -> str:
+    """The new-task form's field an error from `new` is about (the name, by default)."""
+    lowered = message.lower()
+    for key, words in (
+        ("command", ("command line", "--cmd")),
+        ("agent", ("profile", "not installed", "--agent")),
+        ("target", ("target",)),
+        ("base", ("base", "does not name a commit")),
+        ("repo", ("repository", "not registered", "not a directory", "bare")),
+    ):
+        if any(word in lowered for word in words):
+            return key
+    return "name"
 
 
 class PromptScreen(Dialog):
@@ -162,7 +284,7 @@ class PromptScreen(Dialog):
         with Box(classes="box"):
             yield Label(f"Send a prompt to {self.task_name}", classes="title", markup=False)
             yield Input(compact=True, placeholder="prompt", id="text")
-            yield Checkbox("wait until the agent is idle", id="idle", compact=True)
+            yield Tick("wait until the agent is idle", id="idle", compact=True)
             yield Label("enter sends · esc cancels", classes="hint", markup=False)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -201,11 +323,20 @@ class DiscardScreen(Dialog):
                 yield Static(f"• {blocker.fact}  ({mark})", classes=classes, markup=False)
             if self.hard:
                 yield Label(
-                    "Force cannot override the blockers above; deal with them first.",
+                    "Force cannot override the blockers above; deal with them first:",
                     classes="hint",
                     markup=False,
                 )
+                for fix in fixes(self.hard, self.task_name):
+                    yield Static(f"→ {fix}", classes="fix", markup=False)
                 with Horizontal():
+                    if offered(self.hard) == "pause":
+                        yield Button(
+                            "Pause the agent, then ask again",
+                            variant="warning",
+                            id="pause",
+                            compact=True,
+                        )
                     yield Button("Close", id="cancel", compact=True)
                 return
             yield Label(
@@ -228,18 +359,26 @@ class DiscardScreen(Dialog):
             self.dismiss("force")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss({"discard": "discard", "force": "force"}.get(event.button.id or ""))
+        self.dismiss(
+            {"discard": "discard", "force": "force", "pause": "pause"}.get(event.button.id or "")
+        )
 
 
 class FinalizeScreen(Dialog):
     """Merge the reviewed SHA into the target here, or publish it (optionally with a PR).
-    Enter merges with the defaults; tab reaches the choices."""
+    Enter merges with the defaults; tab reaches the choices. Before you confirm it says what
+    will happen: an agent that still runs is paused first (finalize refuses a running agent),
+    and the radar's conflicts of this task are named."""
 
     AUTO_FOCUS = "#merge"
 
-    def __init__(self, task: Task) -> None:
+    def __init__(
+        self, task: Task, *, agent_running: bool = False, conflicts: Sequence[str] = ()
+    ) -> None:
         super().__init__()
         self.task_ = task
+        self.agent_running = agent_running
+        self.conflicts = tuple(conflicts)
 
     def compose(self) -> ComposeResult:
         task = self.task_
@@ -247,6 +386,22 @@ class FinalizeScreen(Dialog):
         with Box(classes="box"):
             yield Label(f"Finalize {task.name}", classes="title", markup=False)
             yield Label(f"reviewed: {reviewed} · target: {task.target or '?'}", markup=False)
+            if self.agent_running:
+                yield Static(
+                    "Its agent still runs: it is paused first (its conversation is kept; "
+                    "Z resumes it), then the merge goes on.",
+                    classes="saved",
+                    markup=False,
+                )
+            for line in self.conflicts:
+                yield Static(f"⚡ {line}", classes="blocker", markup=False)
+            if self.conflicts:
+                yield Static(
+                    "The radar says this merge will conflict: finalize stops at the conflict "
+                    "and changes nothing (b rebases the task onto its target to resolve it).",
+                    classes="hint",
+                    markup=False,
+                )
             yield Select(
                 [("merge commit", "merge"), ("squash", "squash"), ("rebase", "rebase")],
                 prompt="strategy (default: finalize.strategy)",
@@ -254,10 +409,11 @@ class FinalizeScreen(Dialog):
                 compact=True,
             )
             yield Input(compact=True, placeholder=f"into (default: {task.target})", id="into")
-            yield Checkbox("open a pull request (publish)", id="pr", compact=True)
-            yield Checkbox("as a draft", id="draft", compact=True)
+            yield Tick("open a pull request (publish)", id="pr", compact=True)
+            yield Tick("as a draft", id="draft", compact=True)
             with Horizontal():
-                yield Button("Merge here", variant="primary", id="merge", compact=True)
+                merge = "Pause agent and merge" if self.agent_running else "Merge here"
+                yield Button(merge, variant="primary", id="merge", compact=True)
                 yield Button("Publish", id="publish", compact=True)
                 yield Button("Cancel", id="cancel", compact=True)
 
@@ -273,6 +429,7 @@ class FinalizeScreen(Dialog):
                 into=_given(self.query_one("#into", Input).value),
                 pr=self.query_one("#pr", Checkbox).value,
                 draft=self.query_one("#draft", Checkbox).value,
+                pause_first=self.agent_running,
             )
         )
 
@@ -337,7 +494,7 @@ class FilterScreen(Dialog):
                 id="repo",
                 compact=True,
             )
-            yield Checkbox("only tasks that need me", self.needs, id="needs", compact=True)
+            yield Tick("only tasks that need me", self.needs, id="needs", compact=True)
             yield Label("enter applies · esc cancels", classes="hint", markup=False)
 
     def on_input_submitted(self) -> None:
@@ -352,8 +509,11 @@ class FilterScreen(Dialog):
 
 
 def _short(value: object) -> str:
-    """A commit id as its first 10 digits, a path as its last two parts."""
+    """A commit id as its first 10 digits, a path as its last two parts, a text of several
+    lines (a saved screen) as its line count: an event is one line."""
     text = str(value)
+    if "\n" in text:
+        return f"<{len(text.splitlines())} lines>"
     if len(text) == 40 and all(c in "0123456789abcdef" for c in text):
         return text[:10]
     if text.startswith("/") and text.count("/") > 2:
@@ -417,6 +577,31 @@ class JournalScreen(Dialog):
                     journal.append("\n")
                 yield Static(journal, markup=False)
             yield Label("esc closes", classes="hint", markup=False)
+
+
+class RadarScreen(Dialog):
+    """The conflict radar: which tasks' own work conflicts with their target or each other."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__()
+        self.lines = lines
+
+    def compose(self) -> ComposeResult:
+        with Box(classes="box"):
+            yield Label("Conflict radar", classes="title", markup=False)
+            if not self.lines:
+                yield Static(
+                    "No conflicts: every task's own work merges with its target and with the "
+                    "other tasks'.",
+                    markup=False,
+                )
+            for line in self.lines:
+                yield Static(line, classes="blocker", markup=False)
+            yield Label(
+                "R on a task reviews it with its radar · b rebases it · esc closes",
+                classes="hint",
+                markup=False,
+            )
 
 
 class HelpScreen(Dialog):

@@ -26,6 +26,7 @@ ATTENTION_CLASS = {
     Attention.CONFLICTED: "tasks--conflicted",
     Attention.FAILED: "tasks--failed",
     Attention.LOST: "tasks--lost",
+    Attention.FINISHED: "tasks--finished",
     Attention.REVIEW: "tasks--review",
     Attention.NONE: "tasks--row",
 }
@@ -61,6 +62,7 @@ class TaskTable(ScrollView, can_focus=True):
     TaskTable > .tasks--conflicted { color: $lb-conflicted; text-style: bold; }
     TaskTable > .tasks--failed { color: $lb-failed; text-style: bold; }
     TaskTable > .tasks--lost { color: $lb-lost; text-style: bold; }
+    TaskTable > .tasks--finished { color: $lb-working; text-style: bold; }
     TaskTable > .tasks--review { color: $lb-review; text-style: bold; }
     TaskTable > .tasks--git-dirty { color: $lb-dirty; }
     TaskTable > .tasks--git-clean { color: $lb-clean; }

@@ -64,7 +64,7 @@ def _print_tasks(views: list[TaskView], where: object) -> None:
     rows = [
         [
             names[v.task.id],
-            v.task.state.value,
+            output.state_text(v),
             v.task.target or "",
             output.git_text(v.git),
             output.commit_text(v.git),

@@ -29,7 +29,7 @@ from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.cleanup import BranchFacts, WorktreeFacts
 from laneboard.core.domain.lanes import LeaseState
 from laneboard.core.domain.models import Task
-from laneboard.core.domain.runtime import Runtime, agent_processes, pane_of
+from laneboard.core.domain.runtime import Runtime, agent_processes, pane_of, pane_state
 from laneboard.core.domain.values import field, replace, value
 from laneboard.core.operations.steps.copies import unchanged_copies
 from laneboard.core.operations.steps.naming import LOCK_PREFIX, branch_message
@@ -116,6 +116,8 @@ def observe(
         if lease.lane == task.id and lease.state is LeaseState.RUNNING
     )
     agent = tuple(agent_processes(runtime, pane_of(task)))
+    pane = pane_state(runtime, pane_of(task)) if agent else None
+    agent_pids = [pane.pid] if pane is not None and pane.pid else []
     waiting = tuple(f"{t.name} ({t.state.value})" for t in dependents(ledger, task))
     if not os.path.lexists(where):
         gone = _gone(ctx, task, listed(entries, where), leases, agent)
@@ -147,7 +149,7 @@ def observe(
         kept_tips=kept,
         leases=leases,
         agent=agent,
-        processes=() if unseen else tuple(procs.inside(str(where))),
+        processes=() if unseen else tuple(procs.inside(str(where), besides=agent_pids)),
         processes_unseen=unseen,
         staged=tuple(seen.staged),
         unstaged=tuple(p for p in seen.unstaged if p not in seen.submodules),
