@@ -184,6 +184,77 @@ def converted(
     return found
 
 
+_SOURCES: dict[str, tuple[tuple[object, ...], bool]] = {}
+"""`may_convert`'s answer for each worktree, with the files it was read from (their stat)."""
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+def may_convert(
+    worktree: Path,
+    common_dir: Path,
+    others: Iterable[str],
+    *,
+    admin: Path | None = None,
+    head: str | None = None,
+) -> bool:
+    """Whether any tracked file's bytes on disk could differ from its staged blob by a
+    conversion (`core.autocrlf`, `attr.tree`, or any gitattributes file: a tracked one, one of
+    `others`, the repo's or the user's): when not, `converted` finds nothing, and a capture
+    needs no listing of the whole index. `others` are the paths `git status` lists (staged,
+    unstaged, untracked): a `.gitattributes` added, changed or removed shows there. With
+    `admin` (the worktree's admin dir) and `head`, the answer from git is remembered until a
+    file it depends on changes (the configs, the attributes files) or HEAD moves (a commit,
+    merge or checkout that brought one in), so a checkpoint at every agent turn asks git only
+    when one did."""
+    if any(n == ".gitattributes" or n.endswith("/.gitattributes") for n in others):
+        return True
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    watched = (
+        common_dir / "config",
+        common_dir / "info" / "attributes",
+        Path(xdg) / "git" / "attributes",
+        Path(xdg) / "git" / "config",
+        Path(os.path.expanduser("~")) / ".gitconfig",
+        *((admin / "config.worktree",) if admin is not None else ()),
+    )
+    stamps = (head, *(_stamp(p) for p in watched))
+    key = str(worktree)
+    remembered = _SOURCES.get(key) if admin is not None and head else None
+    if remembered is not None and remembered[0] == stamps:
+        return remembered[1]
+    answer = _may_convert(worktree, common_dir)
+    if admin is not None and head:
+        _SOURCES[key] = (stamps, answer)
+    return answer
+
+
+def _may_convert(worktree: Path, common_dir: Path) -> bool:
+    config = run_git(
+        ["config", "-z", "--get-regexp", r"^(core\.autocrlf|core\.attributesfile|attr\.tree)$"],
+        cwd=worktree,
+        check=False,
+    ).stdout
+    settings: dict[str, str] = {}
+    for item in _z(config):
+        key, _, value = item.partition("\n")
+        settings[key.lower()] = value.strip().lower()
+    if settings.get("core.autocrlf", "false") not in ("false", "0", "no", "off", ""):
+        return True
+    if "attr.tree" in settings:
+        return True
+    tracked = run_git(
+        ["ls-files", "-z", "--", ".gitattributes", ":(glob)**/.gitattributes"], cwd=worktree
+    ).stdout
+    return _attribute_sources(common_dir, _z(tracked), settings.get("core.attributesfile"))
+
+
 def _attribute_sources(common_dir: Path, names: list[str], user: str | None) -> bool:
     """Whether any gitattributes file could apply: one among `names`, the repo's
     `info/attributes`, or the user's (`core.attributesFile`, else the XDG default)."""

@@ -21,8 +21,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from laneboard.core.adapters import snapshot, vault
-from laneboard.core.adapters.git import delete_ref_if, run_git
+import pygit2
+
+from laneboard.core.adapters import snapshot, vault, vaultcopy
+from laneboard.core.adapters.git import delete_ref_if, index_listing, run_git
 from laneboard.core.adapters.integrate import update_ref
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import RepoContext
@@ -56,10 +58,8 @@ def take(
     store = ReviewStore(ledger.database)
     captured, head = capture_worktree(ctx, task)
     kept = store.checkpoints(task.id)
-    if kept:
-        last = snapshot.read(ctx.root, kept[-1].ref, kept[-1].sha)
-        if (last.tree, last.index_tree, last.head) == (captured.tree, captured.index_tree, head):
-            return None
+    if kept and _holds(ctx, kept[-1], captured, head):
+        return None
     n = store.next_number(task.id)
     ref = checkpoint_ref(task.id, n)
     ctx.git.refresh()
@@ -72,7 +72,7 @@ def take(
         tip=ctx.git.branch_tip(task.branch),
         message=f"laneboard checkpoint {n} of task {task.name} ({task.id}): {turn}",
     )
-    vault.keep_ref(ctx.repo.id, ctx.common_dir, saved.sha, ref)
+    vaultcopy.keep_ref(ctx.repo.id, ctx.git.handle, saved.sha, ref)
     facts = captured.status
     files = len({*facts.staged, *facts.unstaged, *facts.untracked})
     size = sum(key[2] for _path, key in captured.read if key is not None)
@@ -83,6 +83,22 @@ def take(
     )
     prune(ctx, ledger, task, actor)
     return found
+
+
+def _holds(ctx: RepoContext, last: Checkpoint, captured: snapshot.Capture, head: str) -> bool:
+    """The checkpoint `last` holds exactly `captured` on `head` (read in this process: its
+    tree, its HEAD parent and its index commit's tree)."""
+    found = ctx.git.handle.get(last.sha)
+    if not isinstance(found, pygit2.Commit) or len(found.parent_ids) < 2:
+        return False
+    index = ctx.git.handle.get(found.parent_ids[1])
+    if not isinstance(index, pygit2.Commit):
+        return False
+    return (str(found.tree_id), str(index.tree_id), str(found.parent_ids[0])) == (
+        captured.tree,
+        captured.index_tree,
+        head,
+    )
 
 
 def prune(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor) -> list[Checkpoint]:
@@ -142,6 +158,13 @@ def rewind(
         if not verdict.ok:
             raise LaneboardError(f"{task.name}: refusing to rewind: {verdict}")
         _refuse_working(ctx, runtime, task)
+        hidden = index_listing(Path(task.worktree_path)).hidden
+        if hidden:  # git status does not look at them: no checkpoint holds their changes
+            raise LaneboardError(
+                f"{task.name}: {hidden[0]} is marked assume-unchanged or skip-worktree; a rewind "
+                "could overwrite what it holds (`git update-index --no-assume-unchanged "
+                "--no-skip-worktree` it first)"
+            )
         wanted = snapshot.read(ctx.root, target.ref, target.sha)
         before = take(ctx, ledger, task, actor, turn="before rewind")
         if before is None:

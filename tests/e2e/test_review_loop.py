@@ -191,3 +191,19 @@ def test_the_bounds_drop_the_oldest_never_a_pinned_one(repo: Path, cli, server, 
     refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/laneboard/checkpoints/")
     assert refs.splitlines() == [c["ref"] for c in kept]
     assert [e["data"]["n"] for e in events(cli, "t", "checkpoint.dropped")] == [2]
+
+
+def test_a_rewind_refuses_a_worktree_with_files_git_status_does_not_look_at(
+    repo: Path, cli, server, controller
+) -> None:  # type: ignore[no-untyped-def]
+    assert cli("new", "t").code == 0
+    eventually(lambda: MARKER in screen(server, cli, "t"), "the agent's prompt")
+    worktree = repo / ".worktrees" / "t"
+    turn(cli, server, "t", "write README.md v1")
+    turn(cli, server, "t", "write README.md v2")
+    git(worktree, "add", "README.md")
+    git(worktree, "update-index", "--assume-unchanged", "README.md")
+    (worktree / "README.md").write_text("changed where git status does not look\n")
+    refused = cli("rewind", "t", "1")
+    assert refused.code == 1 and "README.md is marked assume-unchanged" in refused.err
+    assert (worktree / "README.md").read_text() == "changed where git status does not look\n"

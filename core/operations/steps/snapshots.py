@@ -102,14 +102,18 @@ def capture_worktree(ctx: RepoContext, task: Task) -> tuple[snapshot.Capture, st
     seen = status(path, ignored=False)
     if seen.head is None:
         raise LaneboardError(f"{path} has no HEAD commit to save its files on top of")
-    listing = index_listing(path)
+    # The whole index is listed only when a conversion could make an unchanged file's bytes
+    # differ from its blob (tens of thousands of entries, at every agent turn otherwise).
+    others = [*seen.staged, *seen.unstaged, *seen.untracked]
+    possible = snapshot.may_convert(path, ctx.common_dir, others, admin=admin, head=seen.head)
+    tracked = index_listing(path).files if possible else ()
     captured = snapshot.capture(
         ctx.git.handle,
         path,
         admin,
         seen,
         common_dir=ctx.common_dir,
-        tracked_files=listing.files,
+        tracked_files=tracked,
     )
     return captured, seen.head
 

@@ -1,7 +1,7 @@
 """Benchmark of the merge queue against finalizing one task at a time (run by hand; figures in
 docs/review.md).
 
-    .venv/bin/python bench/queue.py [--tasks 8] [--gate-seconds 5] [--culprit 5]
+    .venv/bin/python bench/mergequeue.py [--tasks 8] [--gate-seconds 5] [--culprit 5]
 
 Builds two identical throwaway repositories with TASKS reviewed tasks each (one new file per
 task; with `--culprit N`, task N also adds `broken.txt`, which the gate refuses), and a gate that
