@@ -94,7 +94,10 @@ async def test_a_refused_discard_names_the_fix_and_offers_it(board, repo: Path) 
             ),
             "the discard asked again once the agent is paused",
         )
-        assert row(app, "t").view.task.state.value == "paused"
+        # The row follows when the board's feed reads the pause (a moment later under load).
+        await until(
+            pilot, lambda: row(app, "t").view.task.state.value == "paused", "the row says paused"
+        )
         assert not again.blockers, again.blockers  # nothing left to confirm but the discard
         await until(pilot, lambda: again.query("#discard"), "the dialog's button")
         await pilot.click("#discard")
