@@ -28,6 +28,10 @@ finalize (the target contains a member's journalled result: it landed; else it i
 review), and `reconcile` puts their entries back in line or marks them landed. A queue can be
 paused (it stops after the batch in progress) and cancelled (paused, every waiting entry
 removed). A rebase strategy integrates one task per batch: each replay needs its own worktree.
+
+Length: about 480 lines, past the ~400 the others keep to, on purpose: a batch's steps (claim,
+merge in order, gate and bisect, move, land, put back) are one ordered sequence whose every exit
+must leave each member landed or back in line, and that is checked by reading them in one place.
 """
 
 from __future__ import annotations
