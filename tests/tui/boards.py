@@ -243,6 +243,8 @@ class StaticSource:
     def __init__(self, update: Update, theme: str | None = None) -> None:
         self.update = update
         self.theme = theme
+        self.commented: list[tuple[str, str, str]] = []
+        """(task id, PATH:LINE, text) of each comment the board made."""
 
     def board_config(self) -> BoardConfig:
         return BoardConfig(self.theme, False, {}, 200)
@@ -301,6 +303,20 @@ class StaticSource:
             untracked=("scratch.log",),
         )
         return found, self.repos()[0], review
+
+    def review_since(self, where: Any, task_id: str) -> None:
+        return None
+
+    def comments(self, where: Any, task_id: str) -> list[Any]:
+        return []
+
+    def comment(self, where: Any, task_id: str, at: str, text: str) -> Any:
+        from laneboard.core.domain.reviewloop import Comment, CommentState, Side
+
+        self.commented.append((task_id, at, text))
+        path, _, line = at.rpartition(":")
+        return Comment(len(self.commented), task_id, path, int(line), Side.NEW, "3" * 40, text,
+                       "", NOW, CommentState.OPEN)  # fmt: skip
 
     def patch(self, where: Any, task_id: str, paths: tuple[str, ...] = ()) -> bytes:
         return PATCH
