@@ -30,6 +30,7 @@ from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.agents import (
     EXIT_EVENT,
     AgentState,
+    Conversation,
     Observed,
     Profile,
     Prompt,
@@ -39,6 +40,7 @@ from laneboard.core.domain.agents import (
     launch_argv,
     pane_argv,
     profiles,
+    ready_for_prompt,
     session_name,
 )
 from laneboard.core.domain.confine import no_maintenance
@@ -159,7 +161,7 @@ def start(
     resuming = task.agent_started_at is not None
     # The newest id its hooks reported (Claude's /clear starts another), though no refresh
     # recorded it yet.
-    conversation = conversation_reported(task) or task.conversation_id
+    conversation = conversation_reported(task, profile) or task.conversation_id
     if conversation is None and profile.pin:
         conversation = str(uuid.uuid4())
     argv = launch_argv(
@@ -265,14 +267,30 @@ def start(
     return started
 
 
-def deliver_prompt(ledger: Ledger, runtime: Runtime, task: Task, actor: Actor) -> Task:
+def deliver_prompt(
+    ledger: Ledger, runtime: Runtime, task: Task, actor: Actor, profile: Profile
+) -> Task:
     """Type the first prompt a just-started agent takes typed (kept in the ledger until then),
-    once its screen settles. Called after the start's lock is released: the wait (up to
-    `READY_WAIT`) must not hold every other start back."""
+    once its screen is ready for it. Called after the start's lock is released: the wait (up
+    to `READY_WAIT`) must not hold every other start back. An agent still not ready then (a
+    start-up question waits for the operator) keeps the prompt in the ledger; the controller
+    types it once the agent is idle (`prompt_pending`)."""
     if not task.agent_prompt or task.state is not TaskState.RUNNING or pane_of(task) is None:
         return task
-    _type_when_ready(runtime, task, task.agent_prompt)
+    if not _type_when_ready(runtime, task, task.agent_prompt, profile):
+        return task
     return ledger.update_task(task.id, actor=actor, kind="agent.prompted", agent_prompt=None)
+
+
+def prompt_pending(task: Task, state: State, now: float) -> bool:
+    """The controller types the first prompt now: it is still in the ledger, the agent is
+    idle, and its starter gave up waiting for that long ago (so the two never both type)."""
+    started = task.agent_started_at or now
+    return (
+        bool(task.agent_prompt)
+        and state.state is AgentState.IDLE
+        and now - started > 2 * READY_WAIT
+    )
 
 
 def unrecorded_panes(panes: Mapping[str, PaneState], task: Task) -> list[PaneState]:
@@ -295,9 +313,11 @@ def _stop_unrecorded(runtime: Runtime, task: Task) -> None:
         runtime.stop(seen.ref, timeout=5.0)
 
 
-def _type_when_ready(runtime: Runtime, task: Task, text: str) -> None:
-    """Type the first prompt once the agent shows a screen that has settled (or after
-    `READY_WAIT`): typing into a program that is still starting loses keys."""
+def _type_when_ready(runtime: Runtime, task: Task, text: str, profile: Profile) -> bool:
+    """Type the first prompt once the agent's screen has settled on its idle input line
+    (`ready_for_prompt`): typing into a program that is still starting loses keys, and a
+    prompt typed into a start-up question answers it (aider's). False when it was not ready
+    within `READY_WAIT`: nothing was typed."""
     pane = pane_of(task)
     assert pane is not None
     end = time.monotonic() + READY_WAIT
@@ -306,10 +326,11 @@ def _type_when_ready(runtime: Runtime, task: Task, text: str) -> None:
         screen = runtime.capture(pane, SCREEN_LINES)
         if screen != last:
             last, since = screen, time.monotonic()
-        elif screen.strip() and time.monotonic() - since >= 0.5:
-            break
+        elif time.monotonic() - since >= 0.5 and ready_for_prompt(profile, screen):
+            runtime.send_text(pane, text, enter=True, enter_delay=profile.enter_delay)
+            return True
         time.sleep(0.1)
-    runtime.send_text(pane, text, enter=True)
+    return False
 
 
 # --- what agents are doing -------------------------------------------------------------------
@@ -363,12 +384,19 @@ def observe_all(
     return found
 
 
-def conversation_reported(task: Task) -> str | None:
-    """A conversation id the agent's hooks reported that differs from the pinned one."""
+def conversation_reported(task: Task, profile: Profile) -> str | None:
+    """A conversation id the agent's hooks reported that differs from the recorded one: the
+    newest, or for a profile that keeps its first (Codex, opencode: later ids are side
+    threads), the first, and only while none is recorded."""
     event = agentfiles.last_event(state_dir(), task.id)
-    if event is None or event.conversation is None or event.conversation == task.conversation_id:
+    if event is None:
         return None
-    return event.conversation
+    reported = event.conversation
+    if profile.conversation is Conversation.FIRST:
+        reported = None if task.conversation_id else event.first_conversation
+    if reported is None or reported == task.conversation_id:
+        return None
+    return reported
 
 
 def said_done(task: Task, state: State, profile: Profile) -> bool:

@@ -88,7 +88,11 @@ def test_without_hooks_the_screen_rules_decide_with_a_debounce() -> None:
         ),
         ("codex", ["codex", "--", "go"], ["codex", "resume", "ID"]),
         ("opencode", ["opencode"], ["opencode", "-s", "ID"]),  # its prompt is typed
-        ("aider", ["aider"], ["aider"]),
+        (
+            "aider",
+            ["aider", "--no-gitignore", "--no-show-release-notes"],
+            ["aider", "--no-gitignore", "--no-show-release-notes"],
+        ),
     ],
 )
 def test_each_agent_is_pinned_and_resumed_on_its_exact_conversation(
