@@ -9,8 +9,9 @@ config, never in the worktree, where a file would block a later discard).
 - `events/<task id>.log`: those lines. The last line and the file's time are "the last hook
   event"; the newest conversation id in it is the agent's current conversation.
 - `agents/<task id>/`: per-launch settings (Claude's `--settings` file) that route the agent's
-  hooks to `event.sh`, and what an agent would otherwise write into the worktree (aider's chat
-  and input history).
+  hooks to `event.sh` (read-only inside a sandbox).
+- `agentdata/<task id>/`: what an agent would otherwise write into the worktree (aider's chat
+  and input history); writable inside its sandbox.
 
 `laneboard signal` appends to the same file, so scripts and hooks take one path.
 """
@@ -145,7 +146,7 @@ def injection(profile: Profile, state_dir: Path, task_id: str) -> tuple[list[str
         env["LANEBOARD_PYTHON"] = sys.executable
         return ["--port", str(port)], env
     if profile.hooks is Hooks.AIDER:
-        own.mkdir(parents=True, exist_ok=True)
+        own = agent_data(state_dir, task_id)
         return [
             "--notifications",  # without it, --notifications-command never runs
             "--notifications-command",
@@ -159,6 +160,14 @@ def injection(profile: Profile, state_dir: Path, task_id: str) -> tuple[list[str
     # only from a file root owns, in directories only root can write; the hooks run when the
     # operator adds them to their own settings (docs/agents.md), so nothing is injected.
     return [], env
+
+
+def agent_data(state_dir: Path, task_id: str) -> Path:
+    """`agentdata/<task id>/`: what the agent keeps for itself outside the worktree (aider's
+    history), made now; writable inside its sandbox (`adapters.confine`), unlike `agents/`."""
+    path = state_dir / "agentdata" / task_id
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _free_port() -> int:

@@ -82,7 +82,7 @@ def test_codex_gets_its_notify_hook_per_launch(tmp_path: Path) -> None:
     args, _ = injection(BUILTIN["aider"], tmp_path, "task1")
     # --notifications-command runs only with --notifications; the history is laneboard's
     assert args[:2] == ["--notifications", "--notifications-command"]
-    own = tmp_path / "agents" / "task1"
+    own = tmp_path / "agentdata" / "task1"
     assert args[args.index("--chat-history-file") + 1] == str(own / "aider.chat.history.md")
     assert args[args.index("--input-history-file") + 1] == str(own / "aider.input.history")
 
