@@ -74,7 +74,9 @@ class Profile:
     """Arguments that resume exactly the pinned conversation (`--resume {id}`); empty: the agent
     cannot resume, and `resume` starts it afresh in the same worktree."""
     resume_command: tuple[str, ...] | None = None
-    """For agents whose resume is a subcommand (`codex resume {id}`): the whole argv."""
+    """For agents whose resume is a subcommand: the whole argv, `{command}` standing for the
+    profile's `command` (`{command} resume {id}`), so a `command` changed in config (another
+    path to the program) resumes with it too."""
     prompt_args: tuple[str, ...] = ("--", "{prompt}")
     """How an `argv` prompt is passed: after `--`, so a prompt that starts with `-` is never
     read as an option."""
@@ -122,14 +124,14 @@ BUILTIN: dict[str, Profile] = {
                 r"Do you trust the files in this folder\?",
             ),
             idle=("^\\s*[\u276f>]\\s*$",),
-            enter_delay=0.2,
+            enter_delay=0.5,
         ),
         # Screens: tests/screens/codex/ (Codex CLI 0.171.0). Its input line's placeholder
         # changes from run to run: its idle comes from its notify hook and a still screen.
         Profile(
             "codex",
             ("codex",),
-            resume_command=("codex", "resume", "{id}"),
+            resume_command=("{command}", "resume", "{id}"),
             hooks=Hooks.CODEX,
             # Its title generator is a thread of its own that fires agent-turn-complete too
             # (before or after the real turn's): not a turn's end, not the conversation.
@@ -189,7 +191,8 @@ BUILTIN: dict[str, Profile] = {
             prompt=Prompt.TYPE,
             hooks=Hooks.AIDER,
             waiting=(r"\(Y\)es/\(N\)o",),
-            idle=(r"^\s*>\s*$",),
+            # `>`, or its mode first when it is not the default: `diff>`, `ask>`, `multi>`
+            idle=(r"^\s*[\w-]*>\s*$",),
             enter_delay=0.2,
         ),
         Profile("shell", ("/bin/sh",), prompt=Prompt.NONE, idle=(r"[$#]\s*$",)),
@@ -286,7 +289,13 @@ def launch_argv(
 ) -> list[str]:
     """The agent's argv, as data; hooks and confinement wrap it later (`sessions`)."""
     if resuming and conversation and profile.resume_command:
-        return [part.replace("{id}", conversation) for part in profile.resume_command]
+        whole: list[str] = []
+        for part in profile.resume_command:
+            if part == "{command}":  # the profile's own program (a changed `command` too)
+                whole += profile.command
+            else:
+                whole.append(part.replace("{id}", conversation))
+        return whole
     argv = list(profile.command)
     if resuming and conversation and profile.resume:
         argv += [part.replace("{id}", conversation) for part in profile.resume]
@@ -362,6 +371,10 @@ HOOK_STATES: dict[str, AgentState] = {
 
 DEBOUNCE = 1.5
 """A screen that matches no rule counts as idle only after it has not changed this long."""
+STARTUP = 10.0
+"""For this long after a (re)start, an idle input line on a moving screen is not believed: a
+resumed agent draws its old conversation, idle prompt and all, while it still loads, and
+drops what is typed then (Claude Code, opencode)."""
 STALE_WORKING = 30.0
 """A hook's "working" is not believed once the screen has been still for this long with no rule
 saying busy: some turns end without a hook."""
@@ -476,13 +489,16 @@ def detect(profile: Profile, seen: Observed, now: float) -> State:
 
     tmux facts first (a missing pane is lost, a dead one exited). Then the last hook event,
     which is believed until the screen shows evidence against it: a "waiting" once the screen
-    moved and shows no open question (answered); an "idle" once the screen moved and shows
-    work or a new question (a turn that sent no hook); a "working" once the screen has been
+    moved and shows no open question (answered); an "idle" while the live region shows an open
+    question (aider's hook fires as its reply ends, and its `(Y)es/(N)o` follows within the
+    same second, which tmux's activity time cannot tell apart), or once the screen moved and
+    shows work (a turn that sent no hook); a "working" once the screen has been
     still for `STALE_WORKING` seconds with no busy rule matching (some turns end without a
     hook). A screen that merely moved (a resize or an attach redraws everything) is no
     evidence. Then the profile's screen rules (`read_screen`): an open question beats work,
-    work beats an idle input line; a screen that matches none is idle once still for
-    `DEBOUNCE` seconds, and working while it moves.
+    work beats an idle input line (in the first `STARTUP` seconds only once the screen is
+    still); a screen that matches none is idle once still for `DEBOUNCE` seconds, and working
+    (starting, in the first seconds) while it moves.
     """
     if not seen.pane_present:
         return State(AgentState.LOST, source="tmux")
@@ -500,7 +516,7 @@ def detect(profile: Profile, seen: Observed, now: float) -> State:
         return State(AgentState.WAITING, source="hook")
     if hooked is AgentState.WORKING and (screen.busy or not long_still):
         return State(AgentState.WORKING, source="hook")
-    if hooked is AgentState.IDLE and not (moved and (screen.busy or screen.waiting)):
+    if hooked is AgentState.IDLE and not screen.waiting and not (moved and screen.busy):
         return State(AgentState.IDLE, source="hook")
     if screen.waiting:
         return State(AgentState.WAITING, source="screen")
@@ -508,6 +524,9 @@ def detect(profile: Profile, seen: Observed, now: float) -> State:
         return State(AgentState.WORKING, source="screen")
     if screen.blank:
         return State(AgentState.STARTING, source="screen")
-    if screen.prompt or still:
+    starting = seen.started_at is not None and now - seen.started_at < STARTUP
+    if still or (screen.prompt and not starting):
         return State(AgentState.IDLE, source="screen")
+    if starting:
+        return State(AgentState.STARTING, source="screen")
     return State(AgentState.WORKING, source="screen")

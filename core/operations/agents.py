@@ -63,6 +63,8 @@ CUSTOM = "custom"
 SCREEN_LINES = 40
 READY_WAIT = 10.0
 """How long a typed first prompt waits for the agent's screen to settle."""
+PROMPT_DEFERRED = "agent.prompt_deferred"
+"""The journal's word that a starter gave up typing the first prompt: the controller types it."""
 STARTABLE = (
     TaskState.PROVISIONED,
     TaskState.QUEUED,
@@ -273,24 +275,26 @@ def deliver_prompt(
     """Type the first prompt a just-started agent takes typed (kept in the ledger until then),
     once its screen is ready for it. Called after the start's lock is released: the wait (up
     to `READY_WAIT`) must not hold every other start back. An agent still not ready then (a
-    start-up question waits for the operator) keeps the prompt in the ledger; the controller
-    types it once the agent is idle (`prompt_pending`)."""
+    start-up question waits for the operator) keeps the prompt in the ledger and the journal
+    says so (`agent.prompt_deferred`); from then on the controller types it once the agent
+    is idle (`prompt_pending`), and only it."""
     if not task.agent_prompt or task.state is not TaskState.RUNNING or pane_of(task) is None:
         return task
     if not _type_when_ready(runtime, task, task.agent_prompt, profile):
-        return task
+        return ledger.update_task(
+            task.id, actor=actor, kind=PROMPT_DEFERRED, data={"waited": READY_WAIT}
+        )
     return ledger.update_task(task.id, actor=actor, kind="agent.prompted", agent_prompt=None)
 
 
-def prompt_pending(task: Task, state: State, now: float) -> bool:
+def prompt_pending(ledger: Ledger, task: Task, state: State) -> bool:
     """The controller types the first prompt now: it is still in the ledger, the agent is
-    idle, and its starter gave up waiting for that long ago (so the two never both type)."""
-    started = task.agent_started_at or now
-    return (
-        bool(task.agent_prompt)
-        and state.state is AgentState.IDLE
-        and now - started > 2 * READY_WAIT
-    )
+    idle, and the agent's starter gave it up since this agent started (so the two never
+    both type it)."""
+    if not task.agent_prompt or state.state is not AgentState.IDLE:
+        return False
+    deferred = ledger.last_event(task.id, PROMPT_DEFERRED)
+    return deferred is not None and deferred.at >= (task.agent_started_at or 0)
 
 
 def unrecorded_panes(panes: Mapping[str, PaneState], task: Task) -> list[PaneState]:

@@ -370,7 +370,7 @@ class AgentCommands(ServicePart):
                 task.id, actor=Actor.HOOK, kind="agent.conversation",
                 data={"conversation": reported}, conversation_id=reported,
             )  # fmt: skip
-        if agents.prompt_pending(task, state, time.time()):
+        if agents.prompt_pending(ledger, task, state):
             task = agents.deliver_prompt(ledger, self.runtime, task, Actor.CONTROLLER, profile)
         if state.state is AgentState.EXITED or agents.said_done(task, state, profile):
             with locks.held("agents"):  # not while another process starts it again

@@ -106,6 +106,14 @@ def test_each_agent_is_pinned_and_resumed_on_its_exact_conversation(
     assert not {"-c", "--continue", "--last"} & set(resumed)
 
 
+def test_a_subcommand_resume_runs_the_profiles_own_program() -> None:
+    """A real Codex at another path (`command` changed in config) resumed as plain `codex`,
+    which was not on PATH: its pane died with status 127."""
+    codex = profiles({"codex": {"command": ["/opt/codex/bin/codex"]}})["codex"]
+    argv = launch_argv(codex, conversation="ID", prompt=None, resuming=True)
+    assert argv == ["/opt/codex/bin/codex", "resume", "ID"]
+
+
 def test_the_pane_runs_the_argv_exactly() -> None:
     argv = ["my agent", "--flag=$HOME", "it's; rm -rf /"]
     wrapped = pane_argv(argv)
