@@ -24,39 +24,7 @@ import pytest
 
 from tests.conftest import doc, git
 from tests.fakes.modelapi import ASK, ModelAPI
-
-CACHE = Path(
-    os.environ.get("LANEBOARD_AGENTS_CACHE")
-    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "laneboard-agents"
-)
-"""Read at import, before the tests' HOME is isolated."""
-VERSIONS = {
-    "claude": "2.1.197",
-    "codex": "0.171.0",
-    "gemini": "0.61.0",
-    "opencode": "1.18.33",
-    "aider": "0.86.2",
-}
-"""The versions `.ci/install-agents` installs; the screens in tests/screens are theirs."""
-API_KEY = "sk-ant-fake-key-000000000000"
-
-
-def program(agent: str) -> Path:
-    """The installed program, or the test fails (or skips, offline) saying why not."""
-    version = VERSIONS[agent]
-    if agent == "aider":
-        found = CACHE / f"aider-{version}" / "bin" / "aider"
-    else:
-        found = CACHE / "npm" / f"{agent}-{version}" / "node_modules" / ".bin" / agent
-    if found.exists():
-        return found
-    try:
-        status = (CACHE / "status" / agent).read_text().strip()
-    except OSError:
-        status = "never installed: run .ci/install-agents"
-    if status.startswith("offline:"):
-        pytest.skip(f"{agent} {version} is not installed ({status})")
-    pytest.fail(f"{agent} {version} is not installed in {CACHE} ({status})")
+from tests.realagents import VERSIONS, program, setup
 
 
 @pytest.fixture
@@ -64,76 +32,6 @@ def api() -> Iterator[ModelAPI]:
     served = ModelAPI().start()
     yield served
     served.stop()
-
-
-def _setup(agent: str, home: Path, worktree: Path, url: str) -> tuple[list[str], dict[str, str]]:
-    """The agent's files in the test's HOME (past onboarding, trust and login, pointed at the
-    fake API), and the extra argv and environment its profile gets."""
-    if agent == "claude":
-        (home / ".claude.json").write_text(
-            json.dumps(
-                {
-                    "hasCompletedOnboarding": True,
-                    "customApiKeyResponses": {"approved": [API_KEY[-20:]], "rejected": []},
-                    "projects": {str(worktree): {"hasTrustDialogAccepted": True}},
-                }
-            )
-        )
-        return [], {
-            "ANTHROPIC_BASE_URL": url,
-            "ANTHROPIC_API_KEY": API_KEY,
-            "DISABLE_AUTOUPDATER": "1",
-        }
-    if agent == "codex":
-        (home / ".codex").mkdir()
-        (home / ".codex" / "config.toml").write_text(
-            'model = "fake-model"\nmodel_provider = "fake"\napproval_policy = "on-request"\n'
-            'sandbox_mode = "read-only"\n'
-            f'[model_providers.fake]\nname = "fake"\nbase_url = "{url}/v1"\n'
-            'wire_api = "responses"\nenv_key = "FAKE_API_KEY"\n'
-            f'[projects."{worktree}"]\ntrust_level = "trusted"\n'
-        )
-        return [], {"FAKE_API_KEY": "k"}
-    if agent == "gemini":
-        (home / ".gemini").mkdir()
-        (home / ".gemini" / "settings.json").write_text(
-            json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}})
-        )
-        (home / ".gemini" / "trustedFolders.json").write_text(
-            json.dumps({str(worktree): "TRUST_FOLDER"})
-        )
-        return [], {"GEMINI_API_KEY": "k", "GOOGLE_GEMINI_BASE_URL": url}
-    if agent == "opencode":
-        config = home / ".config" / "opencode"
-        config.mkdir(parents=True)
-        provider = {
-            "npm": "@ai-sdk/openai-compatible",
-            "name": "Fake",
-            "options": {"baseURL": f"{url}/v1", "apiKey": "k"},
-            "models": {"fake-model": {"name": "Fake"}},
-        }
-        (config / "opencode.json").write_text(
-            json.dumps(
-                {
-                    "provider": {"fake": provider},
-                    "model": "fake/fake-model",
-                    "small_model": "fake/fake-model",
-                    "permission": {"bash": "ask"},
-                    "autoupdate": False,
-                    "share": "disabled",
-                }
-            )
-        )
-        return [], {"OPENCODE_DISABLE_MODELS_FETCH": "1"}
-    assert agent == "aider"
-    return [
-        "--model", "openai/fake-model", "--no-check-update", "--no-show-model-warnings",
-        "--no-gitignore", "--no-show-release-notes",
-    ], {
-        "OPENAI_API_BASE": f"{url}/v1",
-        "OPENAI_API_KEY": "k",
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-    }  # fmt: skip
 
 
 def _until(check: Callable[[], bool], what: str, within: float = 40.0) -> None:
@@ -145,25 +43,8 @@ def _until(check: Callable[[], bool], what: str, within: float = 40.0) -> None:
     raise AssertionError(f"not {what} within {within}s")
 
 
-OPEN = {
-    "opencode": "its first prompt is not typed within 40 s of `new` (its first start takes ~15 s "
-    "in a fresh HOME; not yet found why the controller does not type it later)",
-    "aider": "its first prompt is not typed within 40 s, and under bwrap it cannot write its "
-    "history in laneboard's state dir (read-only inside the sandbox, rightly)",
-}
-"""What does not work yet with these real agents (issue 21): shown in the summary, not run."""
-
-
 @pytest.mark.tmux
-@pytest.mark.parametrize(
-    "agent",
-    [
-        pytest.param(name, marks=pytest.mark.xfail(run=False, reason=f"{name}: {OPEN[name]}"))
-        if name in OPEN
-        else name
-        for name in VERSIONS
-    ],
-)
+@pytest.mark.parametrize("agent", list(VERSIONS))
 def test_a_real_agent_runs_in_a_task_from_prompt_to_permission_to_idle(
     agent: str, repo: Path, cli, server, api: ModelAPI, isolated_env: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -171,7 +52,7 @@ def test_a_real_agent_runs_in_a_task_from_prompt_to_permission_to_idle(
     found = program(agent)
     monkeypatch.setenv("LANEBOARD_TMUX_SOCKET", server.socket_name)
     worktree = repo / ".worktrees" / "t"
-    extra, env = _setup(agent, isolated_env, worktree, api.url)
+    extra, env = setup(agent, isolated_env, worktree, api.url)
     home = Path(os.environ["LANEBOARD_HOME"])
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(
@@ -180,8 +61,10 @@ def test_a_real_agent_runs_in_a_task_from_prompt_to_permission_to_idle(
     )
 
     def state() -> str:
-        cli("supervise", "--once")  # the controller: types a prompt its starter gave up on
-        return str(doc(cli("show", "t", "--json"))["agent"]["state"])
+        # the controller, one round (it types a prompt its starter gave up on)
+        cli("supervise", "--once", "--interval", "0.01")
+        agent_now = doc(cli("show", "t", "--json"))["agent"]
+        return str(agent_now["state"]) if agent_now else "none"
 
     def screen() -> str:
         return "\n".join(server.cmd("capture-pane", "-p", "-J", "-t", "t").stdout)
@@ -189,10 +72,11 @@ def test_a_real_agent_runs_in_a_task_from_prompt_to_permission_to_idle(
     began = time.monotonic()
     assert cli("new", "t", "--agent", agent, "--prompt", "hello there").code == 0
     try:
-        _until(lambda: any(p.endswith("hello there") for p in api.prompts()), "prompted")
+        _until(lambda: state() and any("hello there" in p for p in api.prompts()), "prompted")
         _until(lambda: state() == "idle", f"idle after the first turn ({state()})")
         # the first prompt went in once, as a prompt (not into a start-up question)
-        main = [p for p in api.prompts(main=True) if p.strip().endswith("hello there")]
+        # (aider offers no tools: all its requests are its turns)
+        main = [p for p in api.prompts(main=agent != "aider") if "hello there" in p]
         assert len(set(main)) == 1, main
         prompted = time.monotonic() - began
 
@@ -202,9 +86,40 @@ def test_a_real_agent_runs_in_a_task_from_prompt_to_permission_to_idle(
         if agent == "aider":
             server.cmd("send-keys", "-t", "t", "Enter")
         _until(lambda: state() == "idle", f"idle after the answered turn ({state()})")
-    except AssertionError as err:
-        raise AssertionError(f"{err}\n--- {agent}'s screen ---\n{screen()}") from None
-    print(f"{agent} {VERSIONS[agent]}: first prompt answered after {prompted:.1f}s")
-    # nothing of the agent lands in the worktree (its history, its settings)
-    untracked = git(worktree, "status", "--porcelain", "--ignored")
-    assert set(untracked.split()) <= {"??", "asked.txt", ".aider.tags.cache.v4/"}, untracked
+        turns = time.monotonic() - began
+        # nothing of the agent lands in the worktree (its history, its settings)
+        untracked = git(worktree, "status", "--porcelain", "--ignored")
+        assert set(untracked.split()) <= {"??", "asked.txt", ".aider.tags.cache.v4/"}, untracked
+
+        # pause and resume: the same conversation goes on. Not for aider (no ids: it starts
+        # anew) nor opencode (its resumed session loses a prompt sent as soon as its screen
+        # shows, and its start costs ~10 s: open, docs/agents.md).
+        if agent in ("aider", "opencode"):
+            return
+        assert cli("pause", "t").code == 0
+        assert cli("resume", "t").code == 0
+        _until(lambda: state() == "idle", f"idle after resume ({state()})")
+        assert cli("send", "t", "and again").code == 0
+        try:
+            _until(lambda: any("and again" in p for p in api.prompts()), "sent", within=8.0)
+        except AssertionError:
+            # Open (docs/agents.md): right after a resume Claude sometimes keeps the paste and
+            # drops the Enter. This test proves the conversation, not that: Enter again.
+            print(f"{agent}: the Enter of the first send after resume was lost")
+            server.cmd("send-keys", "-t", "t", "Enter")
+        _until(lambda: any("and again" in p for p in api.prompts()), "the turn after resume")
+        after = [b for _, b in list(api.requests) if "and again" in json.dumps(b)]
+        assert "hello there" in json.dumps(after[-1]), "resumed another conversation"
+        _until(lambda: state() == "idle", f"idle after the resumed turn ({state()})")
+    except AssertionError as err:  # the failure says what the agent showed and what was recorded
+        journal = [
+            (e["kind"], e.get("data")) for e in doc(cli("log", "t", "--json"))["events"][-8:]
+        ]
+        raise AssertionError(
+            f"{err}\n--- {agent}'s screen ---\n{screen()}\n--- its journal ---\n{journal}"
+            f"\n--- show ---\n{doc(cli('show', 't', '--json'))}"
+        ) from None
+    print(
+        f"{agent} {VERSIONS[agent]}: first turn {prompted:.1f}s, permission turn done "
+        f"{turns:.1f}s, after pause and resume {time.monotonic() - began:.1f}s"
+    )
