@@ -102,6 +102,18 @@ def capture(agent: str, out: Path) -> list[Path]:
         env = {"HOME": str(home), "TERM": "xterm-256color", **env}
         return Pane(socket, label, repo, [str(found), *extra], env), repo
 
+    def submit(pane: Pane, text: str) -> None:
+        """Type `text`; Enter again if the API has not seen it (an agent still starting
+        drops an Enter)."""
+        pane.type(text)
+        for _ in range(3):
+            end = time.monotonic() + 8
+            while time.monotonic() < end:
+                if any(text in p for p in api.prompts()):
+                    return
+                time.sleep(0.2)
+            pane.keys("Enter")
+
     def until(pane: Pane, check: Callable[[str], bool], within: float = 40.0) -> str:
         end = time.monotonic() + within
         while time.monotonic() < end:
@@ -113,7 +125,11 @@ def capture(agent: str, out: Path) -> list[Path]:
     try:
         if agent in ("claude", "codex", "gemini"):
             pane, _ = run("trust", trusted=False)
-            save("waiting--trust", pane.settled(still=2.0))
+            screen = pane.settled(still=4.0)
+            if agent == "codex":  # it asks once a prompt is submitted
+                pane.type("hello")
+                screen = until(pane, lambda s: "rust" in s)
+            save("waiting--trust", screen)
             pane.close()
         if agent in ("codex", "gemini"):
             pane, _ = run("login", empty_home=True)
@@ -128,13 +144,13 @@ def capture(agent: str, out: Path) -> list[Path]:
             save("waiting--gitignore-question", until(pane, lambda s: "(Y)es/(N)o" in s))
             pane.close()
         pane, _ = run("turns")
-        save("idle--start", pane.settled(still=2.0))
-        pane.type(f"{HOLD} a long turn")
-        time.sleep(2.5)
+        save("idle--start", pane.settled(still=4.0))
+        submit(pane, f"{HOLD} a long turn")
+        time.sleep(1.5)  # the request is held: the agent shows that it works
         save("working--busy", pane.screen())
         api.release()
         save("idle--turn-done", pane.settled(still=2.0))
-        pane.type(f"{ASK} make a file")
+        submit(pane, f"{ASK} make a file")
         save("waiting--permission", pane.settled(still=2.0))
         pane.keys(*(["y", "Enter"] if agent == "aider" else ["Enter"]))
         save("idle--turn-done-after-permission", pane.settled(still=2.0))

@@ -94,6 +94,10 @@ CLAUDE_BOX = "─" * 40 + "\n\u276f \n" + "─" * 40 + "\n  ? for shortcuts\n"
          None, True, "idle"),
         ("aider", "Aider v0.86.2\nRun shell command? (Y)es/(N)o [Yes]:\n", None, False,
          "waiting"),
+        # aider's hook says idle as its reply ends; its question follows within a second
+        ("aider", "Aider v0.86.2\ndiff> lb-ask\ntouch x\nRun shell command? (Y)es/(N)o [Yes]:\n",
+         "Stop", False, "waiting"),
+        ("aider", "Aider v0.86.2\ndiff> \n", None, True, "idle"),  # its mode before `>`
         # Claude's idle footer is no spinner (issue 21, item 7)
         ("claude", CLAUDE_BOX.replace("shortcuts", "shortcuts · Auto-updating…"), None, True,
          "idle"),
