@@ -292,16 +292,19 @@ class TmuxRuntime:
         why = " ".join(made.stderr + made.stdout) or "no pane was made"
         raise TmuxError(f"tmux could not make a window for {spec.window}: {why}")
 
-    def send_text(self, pane: PaneRef, text: str, *, enter: bool) -> None:
+    def send_text(self, pane: PaneRef, text: str, *, enter: bool, enter_delay: float = 0.0) -> None:
         """Deliver `text` as one paste (a tmux buffer loaded from stdin, so any length and any
         bytes; bracketed when the agent asked for bracketed paste, so several lines are one
-        input), then Enter as its own key."""
+        input), then Enter as its own key, `enter_delay` seconds later (Gemini swallows an
+        Enter that follows a paste at once)."""
         if text:
             buffer = f"laneboard-{pane.pane_id.lstrip('%')}"
             loaded = self._run("load-buffer", "-b", buffer, "-", stdin=text)
             if loaded.returncode != 0:
                 raise TmuxError(f"tmux load-buffer: {' '.join(loaded.stderr) or 'failed'}")
             self._cmd("paste-buffer", "-p", "-d", "-b", buffer, "-t", pane.pane_id)
+            if enter and enter_delay > 0:
+                time.sleep(enter_delay)
         if enter:
             self._cmd("send-keys", "-t", pane.pane_id, "Enter")
 

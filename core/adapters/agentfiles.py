@@ -8,8 +8,10 @@ config, never in the worktree, where a file would block a later discard).
   agent: every error is swallowed and it exits 0.
 - `events/<task id>.log`: those lines. The last line and the file's time are "the last hook
   event"; the newest conversation id in it is the agent's current conversation.
-- `agents/<task id>/`: per-launch settings (Claude's `--settings` file, Gemini's system
-  settings) that route the agent's hooks to `event.sh`.
+- `agents/<task id>/`: per-launch settings (Claude's `--settings` file) that route the agent's
+  hooks to `event.sh` (read-only inside a sandbox).
+- `agentdata/<task id>/`: what an agent would otherwise write into the worktree (aider's chat
+  and input history); writable inside its sandbox.
 
 `laneboard signal` appends to the same file, so scripts and hooks take one path.
 """
@@ -37,7 +39,13 @@ event=$1
 payload=
 case $2 in
     stdin) payload=$(cat 2>/dev/null) ;;
-    arg) payload=$3 ;;
+    arg)  # the JSON is the last argument; any between are patterns of events to drop
+        eval "payload=\${$#}"
+        shift 2
+        while [ $# -gt 1 ]; do
+            case $payload in $1) exit 0 ;; esac
+            shift
+        done ;;
 esac
 field() {  # the string value of JSON key $1 in the payload, in $v (- when absent)
     case $payload in
@@ -62,7 +70,7 @@ CLAUDE_EVENTS = (
     "Stop",
     "SessionEnd",
 )
-GEMINI_EVENTS = ("BeforeAgent", "AfterAgent", "Notification", "SessionEnd")
+
 TAIL = 65536
 """How much of an event file's end is read for its last event and newest conversation id."""
 
@@ -78,6 +86,8 @@ class HookEvent:
     detail: str | None = None
     conversation: str | None = None
     """The newest conversation id any event reported."""
+    first_conversation: str | None = None
+    """The first conversation id an event reported (within the last `TAIL` bytes)."""
 
 
 def events_path(state_dir: Path, task_id: str) -> Path:
@@ -127,12 +137,8 @@ def injection(profile: Profile, state_dir: Path, task_id: str) -> tuple[list[str
     if profile.hooks is Hooks.CLAUDE:
         settings = _routed(script, CLAUDE_EVENTS)
         return ["--settings", str(_write(own / "claude-settings.json", settings))], env
-    if profile.hooks is Hooks.GEMINI:
-        settings = _routed(script, GEMINI_EVENTS)
-        env["GEMINI_CLI_SYSTEM_SETTINGS_PATH"] = str(_write(own / "gemini-settings.json", settings))
-        return [], env
     if profile.hooks is Hooks.CODEX:
-        notify = json.dumps(["sh", str(script), "agent-turn-complete", "arg"])
+        notify = json.dumps(["sh", str(script), "agent-turn-complete", "arg", *profile.hook_ignore])
         return ["-c", f"notify={notify}"], env
     if profile.hooks is Hooks.OPENCODE:
         port = _free_port()
@@ -140,8 +146,28 @@ def injection(profile: Profile, state_dir: Path, task_id: str) -> tuple[list[str
         env["LANEBOARD_PYTHON"] = sys.executable
         return ["--port", str(port)], env
     if profile.hooks is Hooks.AIDER:
-        return ["--notifications-command", _hook_command(script, "agent-turn-complete")], env
+        own = agent_data(state_dir, task_id)
+        return [
+            "--notifications",  # without it, --notifications-command never runs
+            "--notifications-command",
+            _hook_command(script, "agent-turn-complete"),
+            "--chat-history-file",
+            str(own / "aider.chat.history.md"),
+            "--input-history-file",
+            str(own / "aider.input.history"),
+        ], env
+    # Hooks.GEMINI: Gemini reads settings given per launch (`GEMINI_CLI_SYSTEM_SETTINGS_PATH`)
+    # only from a file root owns, in directories only root can write; the hooks run when the
+    # operator adds them to their own settings (docs/agents.md), so nothing is injected.
     return [], env
+
+
+def agent_data(state_dir: Path, task_id: str) -> Path:
+    """`agentdata/<task id>/`: what the agent keeps for itself outside the worktree (aider's
+    history), made now; writable inside its sandbox (`adapters.confine`), unlike `agents/`."""
+    path = state_dir / "agentdata" / task_id
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _free_port() -> int:
@@ -189,17 +215,17 @@ def last_event(state_dir: Path, task_id: str) -> HookEvent | None:
         return None
     name, _, rest = lines[-1].partition("\t")
     _, _, detail = rest.partition("\t")
-    conversation = None
-    for line in reversed(lines):
-        fields = line.split("\t")
-        if len(fields) > 1 and fields[1] not in ("", "-"):
-            conversation = fields[1]
-            break
+    reported = [
+        fields[1]
+        for fields in (line.split("\t") for line in lines)
+        if len(fields) > 1 and fields[1] not in ("", "-")
+    ]
     return HookEvent(
         name=name,
         at=info.st_mtime,
         detail=detail if detail not in ("", "-") else None,
-        conversation=conversation,
+        conversation=reported[-1] if reported else None,
+        first_conversation=reported[0] if reported else None,
     )
 
 

@@ -361,6 +361,9 @@ def layout(
     if task_id is not None:
         lent += [state / "agents" / task_id, state / "shims" / task_id]
         owned.append(state / "events" / f"{task_id}.log")
+        # what its agent keeps for itself outside the worktree (aider's history): a file
+        # there would block a later discard, and laneboard reads nothing from it
+        owned.append(state / "agentdata" / task_id)
     agent = os.environ.get("SSH_AUTH_SOCK", "")
     if agent and os.path.exists(agent):
         lent.append(Path(agent))

@@ -8,21 +8,27 @@ lines `hooks/event.sh` writes: `session.status` busy → `working`, idle → `id
 `permission.asked`/`permission.updated` → `waiting`, each with the session id the event names.
 
 One long-lived process per agent (not one per event). It retries the connection while the
-agent's server starts (up to `CONNECT_FOR` seconds) and ends when the stream ends (the agent
+agent's server starts (up to `CONNECT_FOR` seconds), and each try gives up after
+`ANSWER_WITHIN` seconds without an answer: opencode accepts a connection while it starts and
+never answers that one (3 of 3 with opencode 1.18.33). It ends when the stream ends (the agent
 exited) or its pane's session is killed with it.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import sys
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
+from collections.abc import Iterator
 from typing import Any
 
 CONNECT_FOR = 60.0
+"""How long the reader keeps trying to reach the agent's event stream."""
+ANSWER_WITHIN = 2.0
+"""How long one try waits for the connection and the response's headers."""
 STATES = {"busy": "working", "idle": "idle", "retry": "working"}
 
 
@@ -43,17 +49,36 @@ def line_for(event: dict[str, Any]) -> str | None:
     return None
 
 
-def follow(url: str, events: str) -> int:
-    deadline = time.monotonic() + CONNECT_FOR
+def connect(url: str, *, connect_for: float = CONNECT_FOR) -> Iterator[bytes] | None:
+    """The stream's lines, once a try got the response's headers within `ANSWER_WITHIN`
+    seconds; None when no try did within `connect_for`. Once it answers, the stream may stay
+    silent for as long as the agent is (no timeout)."""
+    parts = urllib.parse.urlsplit(url)
+    deadline = time.monotonic() + connect_for
     while True:
+        connection = http.client.HTTPConnection(
+            parts.hostname or "127.0.0.1", parts.port, timeout=ANSWER_WITHIN
+        )
         try:
-            stream = urllib.request.urlopen(url, timeout=None)
-            break
-        except (urllib.error.URLError, OSError):
-            if time.monotonic() > deadline:
-                return 1
-            time.sleep(0.2)
-    with stream, open(events, "a") as sink:
+            connection.request("GET", parts.path or "/", headers={"Accept": "text/event-stream"})
+            sock = connection.sock  # the response takes it over (a stream has no length)
+            response = connection.getresponse()
+            if response.status == 200 and sock is not None:
+                sock.settimeout(None)
+                return iter(response)
+            connection.close()
+        except OSError:  # refused, reset, or no answer in time
+            connection.close()
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.2)
+
+
+def follow(url: str, events: str) -> int:
+    stream = connect(url)
+    if stream is None:
+        return 1
+    with open(events, "a") as sink:
         for raw in stream:
             text = raw.decode(errors="replace").strip()
             if not text.startswith("data:"):

@@ -39,12 +39,24 @@ class Hooks(StrEnum):
     CODEX = "codex"
     """`-c notify=[hook, "codex"]`: agent-turn-complete, with the JSON as the last argument."""
     GEMINI = "gemini"
-    """`GEMINI_CLI_SYSTEM_SETTINGS_PATH=<file>` with BeforeAgent/AfterAgent/Notification hooks."""
+    """Nothing injected: Gemini takes no per-launch settings from a normal user (a system
+    settings file must be root's). Its hooks fire when the operator adds them to their own
+    `~/.gemini/settings.json` (docs/agents.md); outside laneboard's panes they do nothing."""
     OPENCODE = "opencode"
     """`--port <free port>`: laneboard reads its server-sent events (`GET /event`) beside it
     (`session.status` busy/idle, `permission.asked`), and its session id from them."""
     AIDER = "aider"
     """`--notifications-command <hook>`: turn done."""
+
+
+class Conversation(StrEnum):
+    """Which of the conversation ids an agent's events report is the task's conversation."""
+
+    NEWEST = "newest"
+    """The newest: the agent moves to another one itself (Claude's `/clear`)."""
+    FIRST = "first"
+    """The first one reported after launch, kept from then on: later ids are side threads
+    (a subagent's session, a title generator)."""
 
 
 @value
@@ -62,7 +74,9 @@ class Profile:
     """Arguments that resume exactly the pinned conversation (`--resume {id}`); empty: the agent
     cannot resume, and `resume` starts it afresh in the same worktree."""
     resume_command: tuple[str, ...] | None = None
-    """For agents whose resume is a subcommand (`codex resume {id}`): the whole argv."""
+    """For agents whose resume is a subcommand: the whole argv, `{command}` standing for the
+    profile's `command` (`{command} resume {id}`), so a `command` changed in config (another
+    path to the program) resumes with it too."""
     prompt_args: tuple[str, ...] = ("--", "{prompt}")
     """How an `argv` prompt is passed: after `--`, so a prompt that starts with `-` is never
     read as an option."""
@@ -76,61 +90,110 @@ class Profile:
     """Patterns that mean its turn is done and it waits for a prompt."""
     stop_is_done: bool = False
     """A hook's "stop" (turn done) means the task is finished, ready for review."""
+    enter_delay: float = 0.0
+    """Seconds between pasting text and pressing Enter: some agents swallow an Enter that
+    follows a paste at once (Gemini)."""
+    conversation: Conversation = Conversation.NEWEST
+    hook_ignore: tuple[str, ...] = ()
+    """Shell patterns over a hook's payload: a matching event is not the agent's own (Codex
+    reports its title generator's turns too), and is dropped by the hook itself."""
 
+
+CLAUDE_SPINNER = "^\\s*[\u00b7\u2722\u2733\u2736\u273b\u273d*]\\s+\\S[^\u2026]*\u2026"
+"""Claude's status line while it works (`✶ Waddling…`): one of its spinner glyphs, a word, an
+ellipsis. Not any line ending in `…`: its idle footer says `Auto-updating…`."""
 
 BUILTIN: dict[str, Profile] = {
     profile.name: profile
     for profile in (
+        # Screens: tests/screens/claude/ (Claude Code 2.1.197).
         Profile(
             "claude",
             ("claude",),
             pin=("--session-id", "{id}"),
             resume=("--resume", "{id}"),
             hooks=Hooks.CLAUDE,
-            busy=(r"esc to interrupt", r"ctrl\+c to interrupt", r"^\s*\S\s.*…\s*$"),
+            busy=(r"esc to interrupt", r"ctrl\+c to interrupt", CLAUDE_SPINNER),
             waiting=(
-                r"Do you want",
-                r"Yes, allow once",
-                "\u276f Yes",  # Claude's selection marker
+                r"Do you want",  # to proceed? / to make this edit? / to use this API key?
+                "\u276f\\s*\\d+\\.\\s",  # a numbered choice under its marker: 1. Yes
+                r"Enter to confirm",
                 r"Esc to cancel",
+                r"Quick safety check",  # the trust dialog
+                r"trust this folder",
                 r"Do you trust the files in this folder\?",
             ),
             idle=("^\\s*[\u276f>]\\s*$",),
+            enter_delay=0.5,
         ),
+        # Screens: tests/screens/codex/ (Codex CLI 0.171.0). Its input line's placeholder
+        # changes from run to run: its idle comes from its notify hook and a still screen.
         Profile(
             "codex",
             ("codex",),
-            resume_command=("codex", "resume", "{id}"),
+            resume_command=("{command}", "resume", "{id}"),
             hooks=Hooks.CODEX,
+            # Its title generator is a thread of its own that fires agent-turn-complete too
+            # (before or after the real turn's): not a turn's end, not the conversation.
+            hook_ignore=("*Generate a concise, single-line task title*",),
+            conversation=Conversation.FIRST,
             busy=(r"esc to interrupt",),
-            waiting=(r"press enter to confirm or esc to cancel", r"allow command\?", r"\[y/n\]"),
+            waiting=(
+                r"press enter to confirm or esc to cancel",
+                r"Would you like to run the following command\?",
+                r"allow command\?",
+                r"\[y/n\]",
+                r"Trust this folder\?",  # folder access, before its first prompt
+                r"Sign in with ChatGPT",  # the sign-in screen ("Press enter to continue")
+                r"Press enter to continue",
+            ),
+            enter_delay=0.2,
         ),
+        # Screens: tests/screens/gemini/ (Gemini CLI 0.61.0). No hooks: Gemini reads a system
+        # settings file only when root owns it and every directory above it, so laneboard has
+        # no per-launch route for a normal user (docs/agents.md); its state is its screen.
         Profile(
             "gemini",
             ("gemini",),
             prompt_args=("--prompt-interactive={prompt}",),
             pin=("--session-id", "{id}"),
             resume=("--resume", "{id}"),
-            hooks=Hooks.GEMINI,
+            hooks=Hooks.NONE,
             busy=(r"esc to cancel",),
-            waiting=(r"waiting for user confirmation", r"Allow execution", r"Yes, allow once"),
+            waiting=(
+                r"Allow execution",
+                r"Allow once",
+                r"waiting for user confirmation",
+                r"Do you trust the files in this folder\?",
+                r"How would you like to authenticate",
+            ),
             idle=(r"Type your message",),
+            enter_delay=0.5,  # an Enter right after a paste is swallowed (3 of 3)
         ),
+        # Screens: tests/screens/opencode/ (opencode 1.18.33).
         Profile(
             "opencode",
             ("opencode",),
             prompt=Prompt.TYPE,
             resume=("-s", "{id}"),
             hooks=Hooks.OPENCODE,
-            busy=(r"esc to interrupt",),
+            busy=(r"esc (to )?interrupt",),
+            waiting=(r"Permission required", r"Allow once\s+Allow always\s+Reject"),
+            enter_delay=0.2,
+            conversation=Conversation.FIRST,  # a subagent's session comes later
         ),
+        # Screens: tests/screens/aider/ (aider 0.86.2). Its chat and input history live in
+        # laneboard's state dir (the hook route puts them there, one per task);
+        # `--no-gitignore`: aider would add `.aider*` to the worktree's `.gitignore` otherwise.
         Profile(
             "aider",
-            ("aider",),
+            ("aider", "--no-gitignore", "--no-show-release-notes"),
             prompt=Prompt.TYPE,
             hooks=Hooks.AIDER,
             waiting=(r"\(Y\)es/\(N\)o",),
-            idle=(r"^\s*>\s*$",),
+            # `>`, or its mode first when it is not the default: `diff>`, `ask>`, `multi>`
+            idle=(r"^\s*[\w-]*>\s*$",),
+            enter_delay=0.2,
         ),
         Profile("shell", ("/bin/sh",), prompt=Prompt.NONE, idle=(r"[$#]\s*$",)),
     )
@@ -145,9 +208,16 @@ def custom(command: Sequence[str]) -> Profile:
 
 
 _TUPLES = frozenset(
-    {"command", "pin", "resume", "resume_command", "prompt_args", "busy", "waiting", "idle"}
-)
-_STRINGS = frozenset({"prompt", "hooks"})
+    {
+        "command", "pin", "resume", "resume_command", "prompt_args", "busy", "waiting", "idle",
+        "hook_ignore",
+    }
+)  # fmt: skip
+_ENUMS: dict[str, type[StrEnum]] = {
+    "prompt": Prompt,
+    "hooks": Hooks,
+    "conversation": Conversation,
+}
 
 
 def with_overrides(profile: Profile, fields: Mapping[str, object]) -> Profile:
@@ -158,8 +228,8 @@ def with_overrides(profile: Profile, fields: Mapping[str, object]) -> Profile:
             if not isinstance(given, list | tuple) or not all(isinstance(x, str) for x in given):
                 raise ValueError(f"{key}: expected a list of strings")
             values[key] = tuple(given)
-        elif key in _STRINGS:
-            kind = Prompt if key == "prompt" else Hooks
+        elif key in _ENUMS:
+            kind = _ENUMS[key]
             try:
                 values[key] = kind(str(given))
             except ValueError:
@@ -171,6 +241,10 @@ def with_overrides(profile: Profile, fields: Mapping[str, object]) -> Profile:
             ):
                 raise ValueError("env: expected a table of strings")
             values[key] = dict(given)
+        elif key == "enter_delay":
+            if isinstance(given, bool) or not isinstance(given, int | float) or given < 0:
+                raise ValueError("enter_delay: expected a number of seconds, 0 or more")
+            values[key] = float(given)
         elif key == "stop_is_done":
             if not isinstance(given, bool):
                 raise ValueError("stop_is_done: expected true or false")
@@ -215,7 +289,13 @@ def launch_argv(
 ) -> list[str]:
     """The agent's argv, as data; hooks and confinement wrap it later (`sessions`)."""
     if resuming and conversation and profile.resume_command:
-        return [part.replace("{id}", conversation) for part in profile.resume_command]
+        whole: list[str] = []
+        for part in profile.resume_command:
+            if part == "{command}":  # the profile's own program (a changed `command` too)
+                whole += profile.command
+            else:
+                whole.append(part.replace("{id}", conversation))
+        return whole
     argv = list(profile.command)
     if resuming and conversation and profile.resume:
         argv += [part.replace("{id}", conversation) for part in profile.resume]
@@ -291,6 +371,10 @@ HOOK_STATES: dict[str, AgentState] = {
 
 DEBOUNCE = 1.5
 """A screen that matches no rule counts as idle only after it has not changed this long."""
+STARTUP = 10.0
+"""For this long after a (re)start, an idle input line on a moving screen is not believed: a
+resumed agent draws its old conversation, idle prompt and all, while it still loads, and
+drops what is typed then (Claude Code, opencode)."""
 STALE_WORKING = 30.0
 """A hook's "working" is not believed once the screen has been still for this long with no rule
 saying busy: some turns end without a hook."""
@@ -346,25 +430,81 @@ def _matches(patterns: Sequence[str], lines: Sequence[str]) -> bool:
     return any(re.search(p, line, re.IGNORECASE) for p in patterns for line in lines)
 
 
-def detect(profile: Profile, seen: Observed, now: float) -> State:
-    """What the agent is doing now.
+LIVE = 12
+"""How many of the screen's last lines can hold a question that is still open."""
+BUSY_LINES = 6
+"""How many of the last lines can show that the agent works (its status line sits just above
+its input box, its footer below)."""
 
-    tmux facts first (a missing pane is lost, a dead one exited). Then the last hook event
-    (newer than any text still on the screen: an answered question above an idle prompt is
-    not "waiting"), unless the screen has moved on since it (a "waiting" answered, an "idle"
-    followed by a new turn that sent no hook) or, for "working", unless the screen has been
+
+FRAME = " \t\u2500\u2501\u2502\u2503\u256d\u256e\u256f\u2570\u2579\u2580"
+"""Blank and box-drawing characters (─━│┃╭╮╯╰╹▀): a line of nothing else is no line of text
+(the frames round Gemini's and opencode's dialogs would push a question out of view)."""
+
+
+@value
+class Screen:
+    """What a screen shows by a profile's rules, read from its last non-blank lines."""
+
+    waiting: bool
+    """A question is open: a waiting rule matches in the live region."""
+    busy: bool
+    prompt: bool
+    """The agent's idle input line is among the last lines."""
+    blank: bool
+
+
+def read_screen(profile: Profile, screen: str) -> Screen:
+    """The profile's rules over a screen. A question counts only in the live region: the lines
+    below the agent's last idle input line when it shows one (a question above it was answered
+    and is history: `Do you want to proceed?` four lines over Claude's prompt, aider's answered
+    `(Y)es/(N)o` above its `>`), else the last `LIVE` lines."""
+    lines = [line for line in screen.splitlines() if line.strip(FRAME)][-40:]
+    tail = lines[-LIVE:]
+    live = tail
+    for at in range(len(tail) - 1, -1, -1):
+        if _matches(profile.idle, tail[at : at + 1]):
+            live = tail[at + 1 :]
+            break
+    return Screen(
+        waiting=_matches(profile.waiting, live),
+        busy=_matches(profile.busy, lines[-BUSY_LINES:]),
+        prompt=_matches(profile.idle, lines[-BUSY_LINES:]),
+        blank=not lines,
+    )
+
+
+def ready_for_prompt(profile: Profile, screen: str) -> bool:
+    """A typed prompt may go in: the agent shows its idle input line (or, for a profile with
+    none, a screen) and neither a question nor work. A prompt typed into a start-up question
+    answers the question instead (aider's), and one typed while it works is lost."""
+    seen = read_screen(profile, screen)
+    if seen.blank or seen.waiting or seen.busy:
+        return False
+    return seen.prompt or not profile.idle
+
+
+def detect(profile: Profile, seen: Observed, now: float) -> State:
+    """What the agent is doing now, and which source said so (`State.source`).
+
+    tmux facts first (a missing pane is lost, a dead one exited). Then the last hook event,
+    which is believed until the screen shows evidence against it: a "waiting" once the screen
+    moved and shows no open question (answered); an "idle" while the live region shows an open
+    question (aider's hook fires as its reply ends, and its `(Y)es/(N)o` follows within the
+    same second, which tmux's activity time cannot tell apart), or once the screen moved and
+    shows work (a turn that sent no hook); a "working" once the screen has been
     still for `STALE_WORKING` seconds with no busy rule matching (some turns end without a
-    hook). Then the profile's screen rules over the last lines: waiting beats busy, busy beats
-    an idle prompt; a screen that matches none is idle once still for `DEBOUNCE` seconds, and
-    working while it moves.
+    hook). A screen that merely moved (a resize or an attach redraws everything) is no
+    evidence. Then the profile's screen rules (`read_screen`): an open question beats work,
+    work beats an idle input line (in the first `STARTUP` seconds only once the screen is
+    still); a screen that matches none is idle once still for `DEBOUNCE` seconds, and working
+    (starting, in the first seconds) while it moves.
     """
     if not seen.pane_present:
         return State(AgentState.LOST, source="tmux")
     if not seen.alive:
         return State(AgentState.EXITED, seen.exit_status, source="tmux")
-    lines = [line for line in seen.screen.splitlines() if line.strip()][-40:]
-    waiting = _matches(profile.waiting, lines[-12:])
-    busy = _matches(profile.busy, lines[-6:])
+    screen = read_screen(profile, seen.screen)
     changed = seen.screen_changed_at
     still = changed is not None and now - changed >= DEBOUNCE
     long_still = changed is not None and now - changed >= STALE_WORKING
@@ -372,20 +512,21 @@ def detect(profile: Profile, seen: Observed, now: float) -> State:
     hooked = HOOK_STATES.get(seen.hook or "")
     if hooked is AgentState.EXITED:
         return State(AgentState.EXITED, seen.exit_status, source="hook")
-    if hooked is AgentState.WAITING and not moved:
+    if hooked is AgentState.WAITING and not (moved and not screen.waiting):
         return State(AgentState.WAITING, source="hook")
-    if hooked is AgentState.WORKING and (busy or not long_still):
+    if hooked is AgentState.WORKING and (screen.busy or not long_still):
         return State(AgentState.WORKING, source="hook")
-    if hooked is AgentState.IDLE and not moved:
+    if hooked is AgentState.IDLE and not screen.waiting and not (moved and screen.busy):
         return State(AgentState.IDLE, source="hook")
-    if waiting:
+    if screen.waiting:
         return State(AgentState.WAITING, source="screen")
-    if busy:
+    if screen.busy:
         return State(AgentState.WORKING, source="screen")
-    if not lines:
+    if screen.blank:
         return State(AgentState.STARTING, source="screen")
-    if _matches(profile.idle, lines[-3:]):
+    starting = seen.started_at is not None and now - seen.started_at < STARTUP
+    if still or (screen.prompt and not starting):
         return State(AgentState.IDLE, source="screen")
-    if still:
-        return State(AgentState.IDLE, source="screen")
+    if starting:
+        return State(AgentState.STARTING, source="screen")
     return State(AgentState.WORKING, source="screen")

@@ -141,7 +141,8 @@ class Layout:
     shims, the git guard; and your ssh agent's socket (it signs with your keys, as your own
     permissions allow; it runs nothing)."""
     owned: tuple[str, ...] = ()
-    """Pieces of the masked state lent back writable: its event file, its object directory."""
+    """Pieces of the masked state lent back writable: its event file, its agent's own data
+    directory (aider's history), its object directory."""
     kept: tuple[str, ...] = ()
     """Paths under `/tmp` the sandbox needs writable (a home there): bound into its private
     `/tmp` first, so the read-only mounts still cover what lies below them."""
@@ -202,7 +203,7 @@ def mounts(layout: Layout) -> list[Mount]:
     for path in layout.lent:
         found.append(Mount("--ro-bind-try", path, path, "its hooks, settings, shims; ssh agent"))
     for path in layout.owned:
-        found.append(Mount("--bind-try", path, path, "its event file and new objects"))
+        found.append(Mount("--bind-try", path, path, "its event file, its agent's own data"))
     if layout.objects is not None:
         found.append(Mount("--bind-try", layout.objects, layout.objects, "its new objects"))
     if layout.channel is not None:

@@ -118,8 +118,10 @@ class Runtime(Protocol):
         """The pane's whole scrollback and screen (saved to the journal on pause)."""
         ...
 
-    def send_text(self, pane: PaneRef, text: str, *, enter: bool) -> None:
-        """Type `text` (literally) into the pane, then Enter as its own key when `enter`."""
+    def send_text(self, pane: PaneRef, text: str, *, enter: bool, enter_delay: float = 0.0) -> None:
+        """Type `text` (literally) into the pane, then Enter as its own key when `enter`,
+        `enter_delay` seconds after the text (some agents swallow an Enter that follows a
+        paste at once)."""
         ...
 
     def stop(self, pane: PaneRef, timeout: float) -> StopResult:
@@ -163,7 +165,7 @@ class NoRuntime:
     def history(self, pane: PaneRef) -> str:
         return ""
 
-    def send_text(self, pane: PaneRef, text: str, *, enter: bool) -> None:
+    def send_text(self, pane: PaneRef, text: str, *, enter: bool, enter_delay: float = 0.0) -> None:
         raise NotImplementedError("no agent runtime is wired")
 
     def stop(self, pane: PaneRef, timeout: float) -> StopResult:

@@ -35,6 +35,7 @@ from laneboard.core.domain.agents import (
     launch_argv,
     pane_argv,
     profiles,
+    ready_for_prompt,
     session_name,
 )
 from laneboard.core.domain.confine import no_maintenance
@@ -60,6 +61,8 @@ from laneboard.core.operations.steps.stopping import stop_unrecorded
 
 READY_WAIT = 10.0
 """How long a typed first prompt waits for the agent's screen to settle."""
+PROMPT_DEFERRED = "agent.prompt_deferred"
+"""The journal's word that a starter gave up typing the first prompt: the controller types it."""
 STARTABLE = (
     TaskState.PROVISIONED,
     TaskState.QUEUED,
@@ -143,7 +146,7 @@ def start(
     resuming = task.agent_started_at is not None
     # The newest id its hooks reported (Claude's /clear starts another), though no refresh
     # recorded it yet.
-    conversation = conversation_reported(task) or task.conversation_id
+    conversation = conversation_reported(task, profile) or task.conversation_id
     if conversation is None and profile.pin:
         conversation = str(uuid.uuid4())
     argv = launch_argv(
@@ -249,19 +252,39 @@ def start(
     return started
 
 
-def deliver_prompt(ledger: Ledger, runtime: Runtime, task: Task, actor: Actor) -> Task:
+def deliver_prompt(
+    ledger: Ledger, runtime: Runtime, task: Task, actor: Actor, profile: Profile
+) -> Task:
     """Type the first prompt a just-started agent takes typed (kept in the ledger until then),
-    once its screen settles. Called after the start's lock is released: the wait (up to
-    `READY_WAIT`) must not hold every other start back."""
+    once its screen is ready for it. Called after the start's lock is released: the wait (up
+    to `READY_WAIT`) must not hold every other start back. An agent still not ready then (a
+    start-up question waits for the operator) keeps the prompt in the ledger and the journal
+    says so (`agent.prompt_deferred`); from then on the controller types it once the agent
+    is idle (`prompt_pending`), and only it."""
     if not task.agent_prompt or task.state is not TaskState.RUNNING or pane_of(task) is None:
         return task
-    _type_when_ready(runtime, task, task.agent_prompt)
+    if not _type_when_ready(runtime, task, task.agent_prompt, profile):
+        return ledger.update_task(
+            task.id, actor=actor, kind=PROMPT_DEFERRED, data={"waited": READY_WAIT}
+        )
     return ledger.update_task(task.id, actor=actor, kind="agent.prompted", agent_prompt=None)
 
 
-def _type_when_ready(runtime: Runtime, task: Task, text: str) -> None:
-    """Type the first prompt once the agent shows a screen that has settled (or after
-    `READY_WAIT`): typing into a program that is still starting loses keys."""
+def prompt_pending(ledger: Ledger, task: Task, state: State) -> bool:
+    """The controller types the first prompt now: it is still in the ledger, the agent is
+    idle, and the agent's starter gave it up since this agent started (so the two never
+    both type it)."""
+    if not task.agent_prompt or state.state is not AgentState.IDLE:
+        return False
+    deferred = ledger.last_event(task.id, PROMPT_DEFERRED)
+    return deferred is not None and deferred.at >= (task.agent_started_at or 0)
+
+
+def _type_when_ready(runtime: Runtime, task: Task, text: str, profile: Profile) -> bool:
+    """Type the first prompt once the agent's screen has settled on its idle input line
+    (`ready_for_prompt`): typing into a program that is still starting loses keys, and a
+    prompt typed into a start-up question answers it (aider's). False when it was not ready
+    within `READY_WAIT`: nothing was typed."""
     pane = pane_of(task)
     assert pane is not None
     end = time.monotonic() + READY_WAIT
@@ -270,10 +293,11 @@ def _type_when_ready(runtime: Runtime, task: Task, text: str) -> None:
         screen = runtime.capture(pane, SCREEN_LINES)
         if screen != last:
             last, since = screen, time.monotonic()
-        elif screen.strip() and time.monotonic() - since >= 0.5:
-            break
+        elif time.monotonic() - since >= 0.5 and ready_for_prompt(profile, screen):
+            runtime.send_text(pane, text, enter=True, enter_delay=profile.enter_delay)
+            return True
         time.sleep(0.1)
-    runtime.send_text(pane, text, enter=True)
+    return False
 
 
 # --- what agents are doing -------------------------------------------------------------------

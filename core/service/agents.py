@@ -121,7 +121,8 @@ class AgentCommands(ServicePart):
                 )  # fmt: skip
                 return Outcome(queued, ctx.repo)
             started = agents.start(ctx, ledger, self.runtime, now, self.actor, kind=kind)
-        started = agents.deliver_prompt(ledger, self.runtime, started, self.actor)
+        profile = agentstate.profile_of(ctx.settings, started)
+        started = agents.deliver_prompt(ledger, self.runtime, started, self.actor, profile)
         return Outcome(started, ctx.repo)
 
     def _running(self) -> int:
@@ -248,7 +249,8 @@ class AgentCommands(ServicePart):
                 if cancel is None:
                     time.sleep(SEND_POLL)
         pane = self._pane(ctx, found)  # again: it may have changed while we waited
-        self.runtime.send_text(pane, text, enter=True)
+        delay = agentstate.profile_of(ctx.settings, found).enter_delay
+        self.runtime.send_text(pane, text, enter=True, enter_delay=delay)
         sent = self._ledger().update_task(
             found.id, actor=self.actor, kind="agent.sent", data={"text": text}
         )
@@ -369,7 +371,10 @@ class AgentCommands(ServicePart):
                             data={"error": str(err)}, agent_state=note,
                         )  # fmt: skip
                     continue
-            changed.append(agents.deliver_prompt(ledger, self.runtime, began, Actor.CONTROLLER))
+            profile = agentstate.profile_of(ctx.settings, began)
+            changed.append(
+                agents.deliver_prompt(ledger, self.runtime, began, Actor.CONTROLLER, profile)
+            )
         return changed
 
     def _close_retired_panes(self) -> None:
@@ -415,13 +420,15 @@ class AgentCommands(ServicePart):
     ) -> list[Task]:
         """What one running task's observed `state` changes in the ledger."""
         ledger = self._ledger()
-        reported = agentstate.conversation_reported(task)
+        profile = agentstate.profile_of(settings, task)
+        reported = agentstate.conversation_reported(task, profile)
         if reported is not None:
             task = ledger.update_task(
                 task.id, actor=Actor.HOOK, kind="agent.conversation",
                 data={"conversation": reported}, conversation_id=reported,
             )  # fmt: skip
-        profile = agentstate.profile_of(settings, task)
+        if agents.prompt_pending(ledger, task, state):
+            task = agents.deliver_prompt(ledger, self.runtime, task, Actor.CONTROLLER, profile)
         if state.state is AgentState.EXITED or agentstate.said_done(task, state, profile):
             with locks.held("agents"):  # not while another process starts it again
                 now = ledger.task(task.id)

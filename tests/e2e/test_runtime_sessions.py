@@ -76,11 +76,15 @@ def test_codex_gets_its_notify_hook_per_launch(tmp_path: Path) -> None:
     notify = json.loads(args[1].removeprefix("notify="))
     assert notify[:2] == ["sh", str(tmp_path / "hooks" / "event.sh")]
     assert env["LANEBOARD_EVENTS"] == str(tmp_path / "events" / "task1.log")
-    args, env = injection(BUILTIN["gemini"], tmp_path, "task1")
-    settings = json.loads(Path(env["GEMINI_CLI_SYSTEM_SETTINGS_PATH"]).read_text())
-    assert set(settings["hooks"]) == {"BeforeAgent", "AfterAgent", "Notification", "SessionEnd"}
+    # Gemini reads no per-launch settings a normal user can give it (a system settings file
+    # must be root's): nothing is injected, its state comes from its screen.
+    assert injection(BUILTIN["gemini"], tmp_path, "task1")[0] == []
     args, _ = injection(BUILTIN["aider"], tmp_path, "task1")
-    assert args[0] == "--notifications-command"
+    # --notifications-command runs only with --notifications; the history is laneboard's
+    assert args[:2] == ["--notifications", "--notifications-command"]
+    own = tmp_path / "agentdata" / "task1"
+    assert args[args.index("--chat-history-file") + 1] == str(own / "aider.chat.history.md")
+    assert args[args.index("--input-history-file") + 1] == str(own / "aider.input.history")
 
 
 def test_without_tmux_new_says_so_and_leaves_the_task_to_start_later(

@@ -88,7 +88,11 @@ def test_without_hooks_the_screen_rules_decide_with_a_debounce() -> None:
         ),
         ("codex", ["codex", "--", "go"], ["codex", "resume", "ID"]),
         ("opencode", ["opencode"], ["opencode", "-s", "ID"]),  # its prompt is typed
-        ("aider", ["aider"], ["aider"]),
+        (
+            "aider",
+            ["aider", "--no-gitignore", "--no-show-release-notes"],
+            ["aider", "--no-gitignore", "--no-show-release-notes"],
+        ),
     ],
 )
 def test_each_agent_is_pinned_and_resumed_on_its_exact_conversation(
@@ -100,6 +104,14 @@ def test_each_agent_is_pinned_and_resumed_on_its_exact_conversation(
     assert launch_argv(profile, conversation="ID", prompt="go", resuming=True) == resumed
     # never "the latest conversation in this directory"
     assert not {"-c", "--continue", "--last"} & set(resumed)
+
+
+def test_a_subcommand_resume_runs_the_profiles_own_program() -> None:
+    """A real Codex at another path (`command` changed in config) resumed as plain `codex`,
+    which was not on PATH: its pane died with status 127."""
+    codex = profiles({"codex": {"command": ["/opt/codex/bin/codex"]}})["codex"]
+    argv = launch_argv(codex, conversation="ID", prompt=None, resuming=True)
+    assert argv == ["/opt/codex/bin/codex", "resume", "ID"]
 
 
 def test_the_pane_runs_the_argv_exactly() -> None:

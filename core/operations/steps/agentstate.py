@@ -12,6 +12,7 @@ from laneboard.core.adapters.config import Settings, state_dir
 from laneboard.core.domain.agents import (
     EXIT_EVENT,
     AgentState,
+    Conversation,
     Observed,
     Profile,
     State,
@@ -93,12 +94,19 @@ def observe_all(
     return found
 
 
-def conversation_reported(task: Task) -> str | None:
-    """A conversation id the agent's hooks reported that differs from the pinned one."""
+def conversation_reported(task: Task, profile: Profile) -> str | None:
+    """A conversation id the agent's hooks reported that differs from the recorded one: the
+    newest, or for a profile that keeps its first (Codex, opencode: later ids are side
+    threads), the first, and only while none is recorded."""
     event = agentfiles.last_event(state_dir(), task.id)
-    if event is None or event.conversation is None or event.conversation == task.conversation_id:
+    if event is None:
         return None
-    return event.conversation
+    reported = event.conversation
+    if profile.conversation is Conversation.FIRST:
+        reported = None if task.conversation_id else event.first_conversation
+    if reported is None or reported == task.conversation_id:
+        return None
+    return reported
 
 
 def said_done(task: Task, state: State, profile: Profile) -> bool:
