@@ -1,4 +1,4 @@
-"""A small fake model API on loopback, for the real agent programs (tests/e2e/test_real_agents.py).
+"""A small fake model API on loopback, for the real agent programs (tests/e2e/test_real_<agent>.py).
 
 It speaks just enough of each wire format the agents use for a turn, streamed or not:
 Anthropic messages (`POST /v1/messages`: Claude Code), OpenAI responses (`POST /v1/responses`:

@@ -4,9 +4,10 @@ Each agent is the program from its registry at the version `.ci/install-agents` 
 in `$LANEBOARD_AGENTS_CACHE` (outside the checkout), run by laneboard in a task (real git, real
 tmux, bwrap when the machine has it) with the built-in profile and only `command` and `env`
 changed: the cached program, pointed at `tests/fakes/modelapi.py` on loopback, past its
-first-run screens by files in the test's HOME. One test per agent, each a few seconds: the
-first prompt is delivered once, a tool call that needs permission reads `waiting`, the
-answered turn reads `idle`, and nothing of the agent lands in the worktree.
+first-run screens by files in the test's HOME. One test module per agent
+(`test_real_<agent>.py`), each a few seconds to a minute: the first prompt is delivered once, a
+tool call that needs permission reads `waiting`, the answered turn reads `idle`, and nothing of
+the agent lands in the worktree.
 
 An agent that is not installed fails its test, naming why; one whose install failed only for
 lack of network (`offline:` in its status) is skipped with that reason, visible in the summary.
@@ -43,12 +44,12 @@ def _until(check: Callable[[], bool], what: str, within: float = 40.0) -> None:
     raise AssertionError(f"not {what} within {within}s")
 
 
-@pytest.mark.tmux
-@pytest.mark.parametrize("agent", list(VERSIONS))
-def test_a_real_agent_runs_in_a_task_from_prompt_to_permission_to_idle(
+def exercise(
     agent: str, repo: Path, cli, server, api: ModelAPI, isolated_env: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
+    """The whole flow with `agent` (each agent's test module calls it: one module per agent,
+    so that xdist, which deals whole modules to its workers, runs the agents side by side)."""
     found = program(agent)
     monkeypatch.setenv("LANEBOARD_TMUX_SOCKET", server.socket_name)
     worktree = repo / ".worktrees" / "t"
