@@ -166,7 +166,7 @@ def measure_count(
         f"ls CPU {lc * 1000:6.0f} ms ({lc / pc:4.1f}x python -c pass {pc * 1000:.0f} ms); "
         f"wall {lw * 1000:.0f} ms ({lw / pw:.1f}x)"
     )
-    board = Board(f"lb-scale-ui-{os.getpid()}", base, base / "r0", env, len(names) + 40)
+    board = Board(f"lb-scale-ui-{os.getpid()}", base, base / "r0", env, 2 * len(names) + 60)
     try:
         board.until(lambda: len(board.rows(names)) == len(names), "every row")
 

@@ -44,11 +44,16 @@ OBSERVE = 5.0
 often; hook events, deaths and file changes are read at once."""
 UNWATCHED_EVERY = 5.0
 """Seconds between `git status` runs of a worktree too big to watch."""
-SLOWEST = 30.0
-"""A refresh happens at least this often, whatever happened (a backstop, not the mechanism)."""
+BACKSTOP_EVERY = 10.0
+"""Seconds between two looks of the backstop, which re-reads `BACKSTOP_TASKS` tasks in turn
+whatever happened (a watch event that was missed is caught there): its cost does not grow with
+the number of tasks, only the time it takes to come round to each."""
+BACKSTOP_TASKS = 2
+SLOWEST_TICK = 8.0
+"""While panes live and nothing moves, the tmux poll backs off from `TICK` to this."""
 CLAIM_EVERY = 5.0
 """While another process is the controller, this board asks to take its place this often."""
-RADAR_EVERY = 30.0
+RADAR_EVERY = 300.0
 """The radar is also recomputed this often (a target moved in a repo laneboard does not watch)."""
 SKIP_DIRS = frozenset(
     {
@@ -112,6 +117,8 @@ class _Plan:
     commons: set[str] = field(default_factory=set)
     unwatched: set[str] = field(default_factory=set)
     """Tasks whose worktree is too big to watch whole: re-read every tick."""
+    by_task: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """The directories watched for each task (its worktree's and its admin dir's)."""
     key: tuple[Any, ...] = ()
 
 
@@ -123,18 +130,21 @@ def plan(watch: WatchSet) -> _Plan:
             made.dirs.append(place)
     for item in watch.worktrees:
         root = Path(item.worktree)
+        mine: list[str] = []
         if root.is_dir() and not root.is_symlink():
             dirs, cut = watch_dirs(root)
-            made.dirs += dirs
+            mine += dirs
             if cut:
                 made.unwatched.add(item.task_id)
             made.owners.append((item.worktree.rstrip("/") + "/", item.task_id))
         if item.admin_dir and os.path.isdir(item.admin_dir):
-            made.dirs.append(item.admin_dir)
+            mine.append(item.admin_dir)
             logs = os.path.join(item.admin_dir, "logs")
             if os.path.isdir(logs):
-                made.dirs.append(logs)
+                mine.append(logs)
             made.owners.append((item.admin_dir.rstrip("/") + "/", item.task_id))
+        made.dirs += mine
+        made.by_task[item.task_id] = tuple(mine)
     for repo in watch.repos:
         heads = Path(repo.common_dir) / "refs" / "heads"
         if os.path.isdir(repo.common_dir):
@@ -153,9 +163,12 @@ class _Wake:
     """What woke the feed: file changes by task, the ledger, hook events, an action, a tick."""
 
     dirty: set[str] = field(default_factory=set)
+    """Tasks whose worktree, admin dir or branch changed, or that an action named."""
+    hooked: set[str] = field(default_factory=set)
+    """Tasks whose agent's hook reported (their event file changed)."""
     ledger: bool = False
-    hooks: bool = False
-    forced: bool = False
+    full: bool = False
+    """Everything is read again (an action that named no task; the watch was set up)."""
     ticked: bool = False
 
 
@@ -199,7 +212,10 @@ class Feed:
         self._cursor: int | None = None
         self._version: int | None = None
         self._controller = False
-        self._last = self._full_at = self._panes_at = self._observed_at = 0.0
+        self._last = self._panes_at = self._observed_at = self._unwatched_at = 0.0
+        self._backstop_at = time.monotonic()
+        self._backstop_last = ""
+        self._wait_tick = tick
         self._snapshot: BoardSnapshot | None = None
         self._claimed_at = 0.0
         self._failing = False
@@ -247,7 +263,7 @@ class Feed:
     def _wait(self) -> _Wake:
         """Block until something happens or a tick is due; what woke the feed."""
         woke = _Wake()
-        due = self._panes_at + self.tick - time.monotonic()
+        due = self._panes_at + self._wait_tick - time.monotonic()
         try:
             items = [self._queue.get(timeout=max(0.0, due))]
         except queue.Empty:
@@ -264,11 +280,14 @@ class Feed:
         for kind, item in items:
             if kind == "tasks":
                 woke.dirty |= item
-                woke.forced = True
+                woke.full = woke.full or not item
+            elif kind == "armed":
+                woke.dirty |= item
+                woke.ledger = True
             elif kind == "paths":
                 for path in item:
                     self._classify(path, woke)
-        woke.ticked = time.monotonic() >= self._panes_at + self.tick
+        woke.ticked = time.monotonic() >= self._panes_at + self._wait_tick
         return woke
 
     def _classify(self, path: str, woke: _Wake) -> None:
@@ -276,7 +295,9 @@ class Feed:
         if parent == self._ledger_dir:
             woke.ledger = True
         elif parent == self._events_dir:
-            woke.hooks = True
+            name = os.path.basename(path)
+            if name.endswith(".log"):
+                woke.hooked.add(name.removesuffix(".log"))
         elif parent in self._plan.refs:
             if parent not in self._plan.commons or os.path.basename(path) in REF_FILES:
                 woke.dirty |= set(self._plan.refs[parent])  # a branch moved
@@ -295,61 +316,97 @@ class Feed:
             self._post_error(f"{err}")
 
     def _answer(self, woke: _Wake) -> None:
-        """Read as little as tells the board what changed:
-        - a full read (`_refresh`) when the ledger moved (another process), a hook reported, a
-          pane appeared or died, an action finished, or `SLOWEST` passed;
-        - the controller's look at the agents when a pane only printed (at most every
-          `OBSERVE` seconds), and a full read only when it recorded a change;
-        - only the changed worktrees (`_reread`) when files changed and nothing else did.
-        A tick costs one `list-panes` (none when no task has a pane); the ledger's own commits
-        (this board's) do not count."""
+        """Read as little as tells the board what changed; each event costs what it touches:
+        - a hook event: the controller's look at that task's pane, then that task's row;
+        - another process's commit: the ledger's list of tasks and lanes (no worktree, no
+          pane), and the rows of the tasks its journal events name;
+        - files, an admin dir or a branch changed: those tasks' rows (`git status` of each);
+        - a tick: one `list-panes` (none when no task has a pane; less often while nothing
+          moves); a pane that died or appeared, or printed (at most every `OBSERVE` seconds),
+          is looked at, its task alone;
+        - the backstop: `BACKSTOP_TASKS` rows in turn every `BACKSTOP_EVERY` seconds.
+        Everything is read only at the start, after the watch is set up, after an action that
+        named no task, and after a failed read. The ledger's own commits (this board's) do not
+        count."""
         if not self._controller and time.monotonic() - self._claimed_at > CLAIM_EVERY:
             self._claim()
-        full = woke.forced or woke.hooks or self._failing  # a failed read is tried again
+        if woke.full or self._failing or self._snapshot is None:
+            self._refresh(None)
+            return
+        named = set(woke.dirty)
+        look = set(woke.hooked)
         try:
-            if woke.ledger and self.service.data_version() != self._version:
-                full = True
+            listing = woke.ledger and self.service.data_version() != self._version
         except LaneboardError as err:
             self._post_error(str(err))
             return
-        printed = False
         if woke.ticked:
             moved, printed = self._panes_moved()
-            full = full or moved
-            if self._plan.unwatched and time.monotonic() - self._full_at > UNWATCHED_EVERY:
-                woke.dirty |= self._plan.unwatched
-        if full or time.monotonic() - self._full_at > SLOWEST:
-            self._refresh(woke.dirty)
-            return
-        if printed and self._controller:
-            self._observed_at = time.monotonic()
-            try:
-                changed = {task.id for task in self.service.reconcile(record=True)}
-            except LaneboardError as err:
-                self._post_error(str(err))
-                return
-            if changed:
-                self._refresh(woke.dirty | changed)
-                return
-        if woke.dirty:
-            self._reread(woke.dirty)
+            look |= moved | printed
+            if self._plan.unwatched and time.monotonic() - self._unwatched_at > UNWATCHED_EVERY:
+                self._unwatched_at = time.monotonic()
+                named |= self._plan.unwatched
+        if time.monotonic() - self._backstop_at > BACKSTOP_EVERY:
+            named |= self._backstop()
+        if not (named or look or listing or (self.watch and not self._plan.key)):
+            return  # (an empty plan key: a directory appeared, the watch is set up again)
+        self._partial(named, look, listing)
 
-    def _panes_moved(self) -> tuple[bool, bool]:
-        """Whether a pane appeared or died, and whether one printed (and was not looked at in
-        the last `OBSERVE` seconds), since the last tick."""
+    def _backstop(self) -> set[str]:
+        """The next `BACKSTOP_TASKS` tasks in turn (by id), whose rows are read again."""
+        self._backstop_at = time.monotonic()
+        ids = sorted(self._gits)
+        if not ids:
+            return set()
+        start = next((n for n, i in enumerate(ids) if i > self._backstop_last), 0)
+        chosen = [ids[(start + n) % len(ids)] for n in range(min(BACKSTOP_TASKS, len(ids)))]
+        self._backstop_last = chosen[-1]
+        return set(chosen)
+
+    def _panes_moved(self) -> tuple[set[str], set[str]]:
+        """The tasks whose pane appeared or died, and those whose pane printed (and was not
+        looked at in the last `OBSERVE` seconds), since the last tick. While nothing moves the
+        next tick comes later (up to `SLOWEST_TICK`)."""
         self._panes_at = time.monotonic()
         if not self._has_panes:
-            return False, False
+            return set(), set()
         panes = self.service.panes()
         alive = {pane_id: (p.alive, p.exit_status) for pane_id, p in panes.items()}
         printed = {pane_id: p.activity for pane_id, p in panes.items()}
-        moved = alive != self._alive
         now = time.time()  # tmux counts in whole seconds: a pane that printed lately counts
-        changed = printed != self.activity or any(
-            at is not None and now - at < 2 * self.tick for at in printed.values()
-        )
+        moved = {
+            pane
+            for pane in set(alive) | set(self._alive)
+            if alive.get(pane) != self._alive.get(pane)
+        }
+        busy = {
+            pane
+            for pane, at in printed.items()
+            if at != self.activity.get(pane) or (at is not None and now - at < 2 * self.tick)
+        }
         self._alive, self.activity = alive, printed
-        return moved, changed and time.monotonic() - self._observed_at >= OBSERVE
+        quiet = not moved and not busy
+        self._wait_tick = min(SLOWEST_TICK, self._wait_tick * 2) if quiet else self.tick
+        owners = self._pane_owners()
+        died = {owners[p] for p in moved if p in owners}
+        if moved and len(died) < len(moved):
+            died |= set(self._gits)  # a pane no task owns yet: a task just started; read all
+        if time.monotonic() - self._observed_at < OBSERVE:
+            return died, set()
+        spoke = {owners[p] for p in busy if p in owners}
+        if spoke:
+            self._observed_at = time.monotonic()
+        return died, spoke
+
+    def _pane_owners(self) -> dict[str, str]:
+        if self._snapshot is None:
+            return {}
+        return {
+            view.task.tmux_pane: view.task.id
+            for board in self._snapshot.repos
+            for view in board.tasks
+            if view.task.tmux_pane
+        }
 
     def _owners(self, paths: set[str]) -> set[str]:
         found: set[str] = set()
@@ -363,7 +420,7 @@ class Feed:
     def _refresh(self, dirty: set[str] | None) -> None:
         """One read of the world (`dirty` None: every worktree), then one `Update`."""
         service = self.service
-        self._last = self._full_at = self._observed_at = time.monotonic()
+        self._last = self._observed_at = self._backstop_at = time.monotonic()
         try:
             if self._controller:  # it records what the agents do; the snapshot reads that
                 changed = {task.id for task in service.reconcile(record=True)}
@@ -398,28 +455,52 @@ class Feed:
         except Exception as err:  # noqa: BLE001 (the feed must outlive one bad read)
             self._post_error(f"{type(err).__name__}: {err}")
 
-    def _reread(self, dirty: set[str]) -> None:
-        """Only the worktrees whose files changed: their git state, lane and verification,
-        put into the last snapshot (the other tasks are as they were)."""
-        if self._snapshot is None:
-            self._refresh(dirty)
-            return
+    def _partial(self, named: set[str], look: set[str], listing: bool) -> None:
+        """Read again only what changed: the panes of `look` (the controller records what their
+        agents do), the ledger's list of tasks and lanes when another process committed
+        (`listing`), the tasks its journal events name, and the rows of `named` and `look`
+        (verification, lane, `git status`); every other row is kept as it was."""
+        assert self._snapshot is not None
+        service = self.service
         self._last = time.monotonic()
         try:
-            fresh = {view.task.id: view for view in self.service.views(dirty)}
+            if look and self._controller:
+                changed = service.reconcile(record=True, only=look)
+                named |= {task.id for task in changed}
+            named |= look
+            base = self._snapshot
+            events: tuple[Event, ...] = ()
+            if listing:
+                version = service.data_version()
+                changes = service.changes(self._cursor or 0)
+                events = changes.events
+                self._version = version
+                named |= {e.task_id for e in events if e.task_id}
+                base = service.snapshot(facts=False)
+                self._cursor = max(base.cursor, changes.cursor)
+            before = {view.task.id: view for board in self._snapshot.repos for view in board.tasks}
+            shown = {view.task.id for board in base.repos for view in board.tasks}
+            wanted = (named & shown) | (shown - set(before))
+            fresh = {view.task.id: view for view in service.views(wanted)} if wanted else {}
+            boards = []
+            for board in base.repos:
+                views = tuple(
+                    fresh.get(view.task.id) or before.get(view.task.id) or view
+                    for view in board.tasks
+                )
+                boards.append(replace(board, tasks=views))
+            snapshot = self._snapshot = self._merge(replace(base, repos=tuple(boards)))
+            self._has_panes = any(
+                view.task.tmux_pane for board in snapshot.repos for view in board.tasks
+            )
+            if listing or not self._plan.key:
+                self._rewatch(snapshot)
+            if look or listing:
+                self._wait_tick = self.tick
+            other = None if self._controller else service.controller()
+            self.post(Update(snapshot, self._radar_for(snapshot), events, controller=other))
         except LaneboardError as err:
             self._post_error(str(err))
-            return
-        boards = []
-        for board in self._snapshot.repos:
-            views = tuple(
-                replace(fresh[view.task.id], agent=view.agent) if view.task.id in fresh else view
-                for view in board.tasks
-            )  # the agent as the last full read saw it: no pane was looked at
-            boards.append(replace(board, tasks=views))
-        snapshot = self._snapshot = self._merge(replace(self._snapshot, repos=tuple(boards)))
-        other = None if self._controller else self.service.controller()
-        self.post(Update(snapshot, self._radar_for(snapshot), controller=other))
 
     def _first_paint(self) -> None:
         """The ledger's record of every task and lane, before any worktree or pane is read: the
@@ -495,18 +576,28 @@ class Feed:
         ):
             return
         self._stop_watcher()
+        old, events_before = self._plan.by_task, watch.events in self._plan.dirs
         self._plan = plan(watch)
+        # Once the new watch is set up, the tasks it watches differently are read again: what
+        # was written there between the last read and the watch being armed was seen by nobody.
+        rewatched = {
+            task_id
+            for task_id, dirs in self._plan.by_task.items()
+            if old.get(task_id) != dirs or (watch.events in self._plan.dirs and not events_before)
+        }  # (the agents' event files newly watched: a hook may have reported meanwhile)
         self._ledger_dir, self._events_dir = watch.ledger.rstrip("/"), watch.events.rstrip("/")
         if not self._plan.dirs:
             return
         stop = threading.Event()
         thread = threading.Thread(
-            target=self._watch_loop, args=(list(self._plan.dirs), stop), daemon=True
+            target=self._watch_loop,
+            args=(list(self._plan.dirs), stop, rewatched),
+            daemon=True,
         )
         self._watcher = (thread, stop)
         thread.start()
 
-    def _watch_loop(self, dirs: list[str], stop: threading.Event) -> None:
+    def _watch_loop(self, dirs: list[str], stop: threading.Event, rewatched: set[str]) -> None:
         import watchfiles
 
         armed = False
@@ -527,7 +618,7 @@ class Feed:
                     # The watch is set up: what was written between the snapshot that chose
                     # these directories and now was seen by nobody; read it all once.
                     armed = True
-                    self._queue.put(("paths", {os.path.join(self._ledger_dir, "watching")}))
+                    self._queue.put(("armed", rewatched))
                 if not changes:
                     continue
                 paths = {path for _change, path in changes}
