@@ -294,7 +294,7 @@ class AgentCommands(ServicePart):
         live = (
             ledger.tasks(include_retired=False)
             if only is None
-            else [t for t in ledger.tasks(include_retired=False) if t.id in only]
+            else [t for t in ledger.tasks_by_id(only) if t.live]
         )
         running = [t for t in live if t.state is TaskState.RUNNING and t.tmux_pane]
         contexts: dict[int, RepoContext | None] = {}
@@ -329,10 +329,7 @@ class AgentCommands(ServicePart):
             except LaneboardError:
                 continue  # another process changed the task meanwhile: its change stands
         max_running = load_settings(None).agents.max_running
-        queued = sorted(
-            (t for t in ledger.tasks(include_retired=False) if t.state is TaskState.QUEUED),
-            key=lambda t: t.updated_at,
-        )
+        queued = sorted(ledger.tasks_in_state(TaskState.QUEUED), key=lambda t: t.updated_at)
         for task in queued:
             ctx = context(task.repo_id)
             if ctx is None:

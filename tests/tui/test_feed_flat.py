@@ -46,12 +46,15 @@ class Recording(Service):
     """The real service, recording which tasks each read of rows asked for."""
 
     asked: list[set[str]]
+    """The tasks of each read of rows with `git status`."""
+    agents: list[set[str]]
+    """The tasks of each read of rows without (only their agents moved)."""
     full: int
     looked: list[set[str] | None]
 
-    def views(self, task_ids: Collection[str]) -> Any:
-        self.asked.append(set(task_ids))
-        return super().views(task_ids)
+    def views(self, task_ids: Collection[str], **options: Any) -> Any:
+        (self.asked if options.get("git", True) else self.agents).append(set(task_ids))
+        return super().views(task_ids, **options)
 
     def snapshot(self, **kwargs: Any) -> Any:
         if kwargs.get("facts", True) and kwargs.get("git_for") is None:
@@ -65,7 +68,7 @@ class Recording(Service):
 
 def start_feed(**options: Any) -> tuple[Recording, list[Update], Feed, threading.Thread]:
     service = Recording(actor=Actor.TUI)
-    service.asked, service.full, service.looked = [], 0, []
+    service.asked, service.agents, service.full, service.looked = [], [], 0, []
     updates: list[Update] = []
     feed = Feed(service, updates.append, **options)
     thread = threading.Thread(target=feed.run, daemon=True)
@@ -94,15 +97,16 @@ def test_a_hook_event_reads_its_own_task_and_a_write_its_own_worktree(
         wait(lambda: git_of(updates, "d") == "0", "the first full read")
         wait(lambda: service.asked or service.full >= 1, "the watch set up")
         time.sleep(2)  # the watch armed, its first look done
-        full, asked = service.full, len(service.asked)
+        full, asked, agents = service.full, len(service.asked), len(service.agents)
         with (events / f"{ids['b']}.log").open("a") as log:
             log.write("1\tStop\t\n")
-        wait(lambda: any(ids["b"] in a for a in service.asked[asked:]), "b read again")
+        wait(lambda: service.agents[agents:] == [{ids["b"]}], "b's row read again")
+        assert service.looked[-1] == {ids["b"]}, "the hook's task alone was looked at"
         (repo / ".worktrees" / "c" / "new.txt").write_text("x\n")
         wait(lambda: git_of(updates, "c") == "1", "c shows its untracked file")
         assert service.full == full, "an event made the feed read every task"
-        for read in service.asked[asked:]:
-            assert len(read) == 1, f"one event re-read {sorted(read)}"
+        assert service.asked[asked:] == [{ids["c"]}], "a write re-read more than its worktree"
+        assert service.agents[agents:] == [{ids["b"]}]
     finally:
         feed.stop()
         thread.join(timeout=DEADLINE)
@@ -120,7 +124,7 @@ def test_a_write_whose_watch_event_was_missed_is_caught_by_the_backstop(
         wait(lambda: git_of(updates, "c") == "0", "the first full read")
         (repo / ".worktrees" / "b" / "new.txt").write_text("x\n")
         wait(lambda: git_of(updates, "b") == "1", "b shows its untracked file")
-        assert service.full == 1
+        assert service.full == 1, [u.error for u in updates if u.error]
         assert all(len(read) <= feed_module.BACKSTOP_TASKS for read in service.asked)
     finally:
         feed.stop()

@@ -18,6 +18,7 @@ the service, so the UI thread never waits for the GIL.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import threading
@@ -31,7 +32,7 @@ from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.models import Event
 from laneboard.core.domain.review import Overlap
 from laneboard.core.domain.values import replace
-from laneboard.core.domain.views import BoardSnapshot, GitState, WatchSet
+from laneboard.core.domain.views import BoardSnapshot, GitState, Keeping, WatchSet
 
 TICK = 2.0
 """Seconds between the tmux polls (one `list-panes`: did a pane die, or print?) when nothing
@@ -74,8 +75,9 @@ SKIP_DIRS = frozenset(
 SKIP_TOP = frozenset({"target", ".gradle", ".next", ".cache", "build", "dist"})
 """Build output skipped only at a worktree's top: deeper down a `target/` or `build/` is as
 likely to hold tracked source (`src/target/code.c`)."""
-REF_FILES = frozenset({"packed-refs", "HEAD"})
-"""Files of the common git dir whose change can move a branch."""
+REF_FILES = frozenset({"packed-refs", "HEAD", "config"})
+"""Files of the common git dir whose change can move a branch or change what `git status`
+says (`config`)."""
 MAX_DIRS = 5000
 """Directories watched per worktree at most; a bigger worktree is watched at its top levels and
 re-read with `git status` on every tick instead."""
@@ -94,13 +96,23 @@ class Update:
     error: str | None = None
 
 
-def watch_dirs(root: Path, limit: int = MAX_DIRS) -> tuple[list[str], bool]:
+def watch_dirs(
+    root: Path, limit: int = MAX_DIRS, skipped: list[str] | None = None
+) -> tuple[list[str], bool]:
     """The directories of a worktree to watch (caches left out) and whether it was cut short at
-    `limit` (then only the directories found first are watched)."""
+    `limit` (then only the directories found first are watched). The directories left out are
+    added to `skipped`, relative to `root` (a nested `.git` aside: git never looks into it)."""
     found: list[str] = []
     top = str(root)
     for path, dirs, _files in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not (path == top and d in SKIP_TOP)]
+        kept = [d for d in dirs if d not in SKIP_DIRS and not (path == top and d in SKIP_TOP)]
+        if skipped is not None:
+            skipped += [
+                os.path.relpath(os.path.join(path, d), top)
+                for d in dirs
+                if d not in kept and d != ".git"
+            ]
+        dirs[:] = kept
         found.append(path)
         if len(found) >= limit:
             return found, True
@@ -119,21 +131,32 @@ class _Plan:
     """Tasks whose worktree is too big to watch whole: re-read every tick."""
     by_task: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """The directories watched for each task (its worktree's and its admin dir's)."""
+    skipped: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """The directories each task's watch leaves out (caches), relative to its worktree."""
+    whole: set[str] = field(default_factory=set)
+    """Tasks whose whole worktree (but its caches) is watched."""
+    fences: str = ""
+    seq: int = 0
+    """The watch's change count when this plan walked the worktrees."""
     key: tuple[Any, ...] = ()
 
 
-def plan(watch: WatchSet) -> _Plan:
+def plan(watch: WatchSet, seq: int = 0) -> _Plan:
     """Which directories to watch and whose each is."""
-    made = _Plan(key=(watch.ledger, watch.events, watch.worktrees, watch.repos))
-    for place in (watch.ledger, watch.events):
+    made = _Plan(key=(watch.ledger, watch.events, watch.worktrees, watch.repos), seq=seq)
+    made.fences = watch.fences.rstrip("/")
+    for place in (watch.ledger, watch.events, watch.fences):
         if os.path.isdir(place):
             made.dirs.append(place)
     for item in watch.worktrees:
         root = Path(item.worktree)
         mine: list[str] = []
+        skipped: list[str] = []
         if root.is_dir() and not root.is_symlink():
-            dirs, cut = watch_dirs(root)
+            dirs, cut = watch_dirs(root, skipped=skipped)
             mine += dirs
+            if not cut and item.admin_dir:
+                made.whole.add(item.task_id)
             if cut:
                 made.unwatched.add(item.task_id)
             made.owners.append((item.worktree.rstrip("/") + "/", item.task_id))
@@ -145,12 +168,17 @@ def plan(watch: WatchSet) -> _Plan:
             made.owners.append((item.admin_dir.rstrip("/") + "/", item.task_id))
         made.dirs += mine
         made.by_task[item.task_id] = tuple(mine)
+        made.skipped[item.task_id] = tuple(skipped)
     for repo in watch.repos:
         heads = Path(repo.common_dir) / "refs" / "heads"
         if os.path.isdir(repo.common_dir):
             made.dirs.append(repo.common_dir)
             made.refs[repo.common_dir.rstrip("/")] = repo.task_ids
             made.commons.add(repo.common_dir.rstrip("/"))
+            info = os.path.join(repo.common_dir, "info")  # `exclude` changes what is untracked
+            if os.path.isdir(info):
+                made.dirs.append(info)
+                made.refs[info] = repo.task_ids
         for path, _dirs, _files in os.walk(heads):
             made.dirs.append(path)
             made.refs[path] = repo.task_ids
@@ -203,7 +231,15 @@ class Feed:
         self.control = control
         self._queue: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._stop = threading.Event()
-        self._watcher: tuple[threading.Thread, threading.Event] | None = None
+        self._watcher: _Watch | None = None
+        self._seq = 0
+        """Batches of changes the watches have seen (a plan records it when it walks)."""
+        self._uncovered: dict[str, int] = {}
+        """Tasks where a directory appeared that no armed watch covers yet, with `_seq` then."""
+        self._epoch: str | None = None
+        """The armed watch whose epoch the states this controller keeps are stamped with."""
+        self._covered: frozenset[str] = frozenset()
+        self._pending: _Watch | None = None
         self._plan = _Plan()
         self._gits: dict[str, GitState] = {}
         self._heads: dict[str, str | None] = {}
@@ -282,7 +318,7 @@ class Feed:
                 woke.dirty |= item
                 woke.full = woke.full or not item
             elif kind == "armed":
-                woke.dirty |= item
+                woke.dirty |= self._armed(item)
                 woke.ledger = True
             elif kind == "paths":
                 for path in item:
@@ -312,6 +348,8 @@ class Feed:
             return
         try:
             self._controller = self.service.become_controller() is None
+            if self._controller:
+                self._plan.key = ()  # a watch armed as the controller keeps git states
         except Exception as err:  # noqa: BLE001 (the ledger is locked: say so, try again later)
             self._post_error(f"{err}")
 
@@ -438,6 +476,7 @@ class Feed:
             snapshot = service.snapshot(
                 git_for=None if dirty is None else _Needing(dirty, self._gits),
                 agents=not self._controller,
+                keeping=self.keeping(),
             )
             if self._cursor is None or events:
                 self._cursor = snapshot.cursor
@@ -467,7 +506,6 @@ class Feed:
             if look and self._controller:
                 changed = service.reconcile(record=True, only=look)
                 named |= {task.id for task in changed}
-            named |= look
             base = self._snapshot
             events: tuple[Event, ...] = ()
             if listing:
@@ -481,7 +519,15 @@ class Feed:
             before = {view.task.id: view for board in self._snapshot.repos for view in board.tasks}
             shown = {view.task.id for board in base.repos for view in board.tasks}
             wanted = (named & shown) | (shown - set(before))
-            fresh = {view.task.id: view for view in service.views(wanted)} if wanted else {}
+            keeping = self.keeping()
+            fresh = (
+                {view.task.id: view for view in service.views(wanted, keeping=keeping)}
+                if wanted
+                else {}
+            )
+            moved = (look & shown) - wanted  # only their agents moved: no `git status`
+            if moved:
+                fresh |= {view.task.id: view for view in service.views(moved, git=False)}
             boards = []
             for board in base.repos:
                 views = tuple(
@@ -575,9 +621,10 @@ class Feed:
             watch.repos,
         ):
             return
-        self._stop_watcher()
+        if self._controller and watch.fences:
+            os.makedirs(watch.fences, mode=0o700, exist_ok=True)
         old, events_before = self._plan.by_task, watch.events in self._plan.dirs
-        self._plan = plan(watch)
+        self._plan = plan(watch, self._seq)
         # Once the new watch is set up, the tasks it watches differently are read again: what
         # was written there between the last read and the watch being armed was seen by nobody.
         rewatched = {
@@ -587,27 +634,93 @@ class Feed:
         }  # (the agents' event files newly watched: a hook may have reported meanwhile)
         self._ledger_dir, self._events_dir = watch.ledger.rstrip("/"), watch.events.rstrip("/")
         if not self._plan.dirs:
+            self._stop_watcher()
             return
-        stop = threading.Event()
-        thread = threading.Thread(
-            target=self._watch_loop,
-            args=(list(self._plan.dirs), stop, rewatched),
-            daemon=True,
-        )
-        self._watcher = (thread, stop)
-        thread.start()
+        new = _Watch(self._plan, rewatched, os.urandom(8).hex())
+        new.thread = threading.Thread(target=self._watch_loop, args=(new,), daemon=True)
+        new.thread.start()
+        if self._pending is not None:  # superseded before it was armed
+            self._pending.stop.set()
+            self._pending.thread.join(timeout=2)
+        self._pending = new  # the old watch runs until the new one is armed (`_armed`)
 
-    def _watch_loop(self, dirs: list[str], stop: threading.Event, rewatched: set[str]) -> None:
+    def _armed(self, new: _Watch) -> set[str]:
+        """The watch `new` is set up: it takes over from the one before, and the tasks to read
+        again are returned. The old watch runs until a marker put into the fences directory
+        after `new` was armed has come through it, so that every change made before `new` was
+        armed has been seen by one of them; then the states the old watch proved are proven by
+        the new one, for the tasks both watch alike."""
+        if new is not self._pending:
+            return set()  # superseded: it is being stopped
+        self._pending = None
+        old = self._watcher
+        if old is not None:
+            carried = self._hand_over(old)
+            old.stop.set()
+            old.thread.join(timeout=2)
+        else:
+            carried = False
+        self._watcher = new
+        plan_ = new.plan
+        for task_id in list(self._uncovered):
+            if self._uncovered[task_id] <= plan_.seq and task_id in plan_.by_task:
+                del self._uncovered[task_id]
+        same = frozenset(
+            task_id
+            for task_id, dirs in plan_.by_task.items()
+            if old is not None and old.plan.by_task.get(task_id) == dirs
+        )
+        if self._controller:
+            try:
+                if carried and self._epoch is not None:
+                    self.service.carry_git_states(self._epoch, new.epoch, same - new.rewatched)
+                self.service.watch_started(plan_.fences)
+            except LaneboardError as err:
+                self._post_error(str(err))
+            self._epoch = new.epoch
+        self._covered = frozenset(plan_.whole)
+        return new.rewatched
+
+    def _hand_over(self, old: _Watch) -> bool:
+        """Put a marker through `old` (see `_armed`); whether it came through in time."""
+        if not self._plan.fences or not os.path.isdir(self._plan.fences):
+            return False
+        name = f"handover-{os.getpid()}-{os.urandom(6).hex()}"
+        seen = old.markers[name] = threading.Event()
+        path = os.path.join(self._plan.fences, name)
+        try:
+            with open(path, "x"):
+                pass
+            return seen.wait(timeout=2.0)
+        except OSError:
+            return False
+        finally:
+            old.markers.pop(name, None)
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+    def keeping(self) -> Keeping | None:
+        """What lets the states this board computes be kept for readers: only the controller
+        keeps them, only while an armed watch covers the tasks."""
+        if not self._controller or self._epoch is None:
+            return None
+        covered = self._covered - set(self._uncovered)
+        return Keeping(epoch=self._epoch, covered=covered, skipped=self._plan.skipped)
+
+    def _watch_loop(self, watch: _Watch) -> None:
+        """The body of one watch's thread: every batch of changes is first made known to the
+        ledger (the kept states of the tasks it touched are forgotten), then the fences in it
+        are answered, then the feed is told."""
         import watchfiles
 
         armed = False
         try:
             for changes in watchfiles.watch(
-                *dirs,
+                *watch.plan.dirs,
                 watch_filter=None,
                 debounce=200,
                 step=20,
-                stop_event=stop,
+                stop_event=watch.stop,
                 rust_timeout=1000,
                 yield_on_timeout=True,
                 recursive=False,
@@ -615,25 +728,76 @@ class Feed:
                 ignore_permission_denied=True,
             ):
                 if not armed:
-                    # The watch is set up: what was written between the snapshot that chose
-                    # these directories and now was seen by nobody; read it all once.
                     armed = True
-                    self._queue.put(("armed", rewatched))
+                    self._queue.put(("armed", watch))
                 if not changes:
                     continue
-                paths = {path for _change, path in changes}
-                if any(
-                    change == watchfiles.Change.added and os.path.isdir(path)
-                    for change, path in changes
-                ):
-                    self._plan.key = ()  # a new directory: watch it too on the next refresh
-                self._queue.put(("paths", paths))
+                self._seq += 1
+                self._seen(watch, changes)
         except (OSError, RuntimeError):
             self._plan.key = ()
+        finally:
+            if watch is self._watcher and self._controller:
+                with contextlib.suppress(LaneboardError):
+                    self.service.watch_stopped()
+            self.service.close()
+
+    def _seen(self, watch: _Watch, changes: set[tuple[Any, str]]) -> None:
+        import watchfiles
+
+        paths = {path for _change, path in changes}
+        woke = _Wake()
+        fences: list[str] = []
+        for path in paths:
+            if os.path.dirname(path) == watch.plan.fences:
+                name = os.path.basename(path)
+                if not name.startswith("handover-"):
+                    fences.append(path)
+            else:
+                self._classify(path, woke)
+        added = {
+            path
+            for change, path in changes
+            if change == watchfiles.Change.added and os.path.isdir(path)
+        }
+        if added:
+            self._plan.key = ()  # a new directory: watch it too on the next refresh
+            for task_id in self._owners(added):
+                self._uncovered[task_id] = self._seq
+        if self._controller and woke.dirty:
+            try:
+                self.service.git_changed(woke.dirty)
+            except LaneboardError:
+                self._plan.key = ()
+                fences = []  # not made known: no proof may be given for this batch
+        markers = [watch.markers[n] for n in map(os.path.basename, paths) if n in watch.markers]
+        for seen in markers:
+            seen.set()  # only now: every change of this batch has been made known
+        if self._controller and self._epoch == watch.epoch:
+            for fence in fences:
+                self.service.answer_fence(fence, watch.epoch)
+        self._queue.put(("paths", paths))
 
     def _stop_watcher(self) -> None:
-        if self._watcher is not None:
-            thread, stop = self._watcher
-            stop.set()
-            thread.join(timeout=2)
-            self._watcher = None
+        for watch in (self._watcher, self._pending):
+            if watch is not None:
+                watch.stop.set()
+                watch.thread.join(timeout=2)
+        self._watcher = self._pending = None
+        if self._controller and self._epoch is not None:
+            self._epoch = None
+            with contextlib.suppress(LaneboardError):
+                self.service.watch_stopped()
+
+
+@dataclass
+class _Watch:
+    """One running watch: its plan, its thread, its epoch (the states it proves carry it), the
+    tasks to read again once it is armed, and the hand-over markers it is to report."""
+
+    plan: _Plan
+    rewatched: set[str]
+    epoch: str
+    stop: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread = field(default_factory=threading.Thread)
+    markers: dict[str, threading.Event] = field(default_factory=dict)
