@@ -107,7 +107,9 @@ def peak_rss_mb(pid: int) -> float:
 class Board:
     """The board as a real process in tmux server `socket`, read back with `capture-pane`."""
 
-    def __init__(self, socket: str, base: Path, cwd: Path, env: dict[str, str], rows: int):
+    def __init__(
+        self, socket: str, base: Path, cwd: Path, env: dict[str, str], rows: int, cols: int = 240
+    ):
         self.socket = socket
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
         script = base / "board.sh"
@@ -118,7 +120,7 @@ class Board:
         )
         self.began = time.perf_counter()
         subprocess.run(
-            ["tmux", "-L", socket, "new-session", "-d", "-s", "ui", "-x", "240", "-y",
+            ["tmux", "-L", socket, "new-session", "-d", "-s", "ui", "-x", str(cols), "-y",
              str(rows), "sh", str(script)],
             env=env,
             check=True,
@@ -167,6 +169,7 @@ def measure_count(
         f"wall {lw * 1000:.0f} ms ({lw / pw:.1f}x)"
     )
     board = Board(f"lb-scale-ui-{os.getpid()}", base, base / "r0", env, 2 * len(names) + 60)
+    tall = board
     try:
         board.until(lambda: len(board.rows(names)) == len(names), "every row")
 
@@ -183,7 +186,14 @@ def measure_count(
             f"board: launch -> every row's git state {shown * 1000:6.0f} ms "
             f"(board CPU by then {first_cpu * 1000:.0f} ms; python -c pass {pw * 1000:.0f} ms)"
         )
-        time.sleep(3)
+    finally:
+        tall.quit()
+    # The rest in a terminal of the usual size (200x50): what the board repaints is what is on
+    # the screen, so a pane tall enough for every row would make each repaint grow with them.
+    board = Board(f"lb-scale-ui-{os.getpid()}", base, base / "r0", env, 50)
+    try:
+        board.until(lambda: " tasks in " in board.text(), "the board")
+        time.sleep(5)  # the first full read done
         before, at = cpu_seconds(board.pid), time.perf_counter()
         time.sleep(args.idle)
         idle = (cpu_seconds(board.pid) - before) / (time.perf_counter() - at)
