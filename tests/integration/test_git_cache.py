@@ -241,3 +241,26 @@ def test_a_cache_directory_git_does_not_ignore_is_never_trusted_to_the_watch(
     assert not kept(["a"])
     (modules / "two.js").write_text("2\n")  # under a directory no watch sees
     assert shown("a") == (0, 0, 2)
+
+
+def test_a_change_the_watch_missed_is_set_right_by_the_backstop(
+    repo: Path, controller: Callable[[], Feed], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one way a kept state can be wrong: its watch never reported the change (the
+    kernel's queue overflowed; watchfiles does not say so). The backstop re-reads and keeps
+    each task in turn, so it is set right within its round."""
+    from laneboard.tui.board import feed as feed_module
+
+    monkeypatch.setattr(feed_module, "BACKSTOP_EVERY", 0.3)
+    make_tasks(repo, ["a"])
+    feed = controller()
+    wait(lambda: kept(["a"]), "kept")
+    seen = feed._seen
+
+    def deaf(watch: Any, changes: set[tuple[Any, str]]) -> None:
+        if not any(path.endswith("lost.txt") for _change, path in changes):
+            seen(watch, changes)
+
+    monkeypatch.setattr(feed, "_seen", deaf)
+    (repo / ".worktrees" / "a" / "lost.txt").write_text("its event never arrives\n")
+    wait(lambda: shown("a") == (0, 0, 1), "the backstop set the kept state right")
