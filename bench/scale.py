@@ -104,6 +104,17 @@ def peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
+def settle(pid: int, most: float = 90.0) -> None:
+    """Wait until the board's first reads are over: under 2 % of a core over 3 s (at most
+    `most` seconds; at 200 tasks its first full read takes several seconds of CPU)."""
+    end = time.perf_counter() + most
+    while time.perf_counter() < end:
+        before = cpu_seconds(pid)
+        time.sleep(3)
+        if cpu_seconds(pid) - before < 0.06:
+            return
+
+
 class Board:
     """The board as a real process in tmux server `socket`, read back with `capture-pane`."""
 
@@ -193,7 +204,7 @@ def measure_count(
     board = Board(f"lb-scale-ui-{os.getpid()}", base, base / "r0", env, 50)
     try:
         board.until(lambda: " tasks in " in board.text(), "the board")
-        time.sleep(5)  # the first full read done
+        settle(board.pid)
         before, at = cpu_seconds(board.pid), time.perf_counter()
         time.sleep(args.idle)
         idle = (cpu_seconds(board.pid) - before) / (time.perf_counter() - at)

@@ -52,6 +52,9 @@ the number of tasks, only the time it takes to come round to each."""
 BACKSTOP_TASKS = 2
 SLOWEST_TICK = 8.0
 """While panes live and nothing moves, the tmux poll backs off from `TICK` to this."""
+ARM_WITHIN = 3.0
+"""Seconds the controller waits for its first watch to be set up before its first full read
+(it reads anyway after that; the states are then kept from the next read on)."""
 CLAIM_EVERY = 5.0
 """While another process is the controller, this board asks to take its place this often."""
 RADAR_EVERY = 300.0
@@ -281,6 +284,7 @@ class Feed:
         try:
             self._first_paint()
             self._claim()
+            self._watch_first()
             self._refresh(None)
             while not self._stop.is_set():
                 woke = self._wait()
@@ -295,6 +299,44 @@ class Feed:
             if self._controller:
                 self.service.resign_controller()
             self.service.close()
+
+    def _watch_first(self) -> None:
+        """The controller sets its watch up before its first full read, so that read's states
+        are kept (else every worktree would be read a second time once the watch is armed).
+        A marker written into the fences directory makes the new watch report at once; other
+        changes reported meanwhile are covered by the full read that follows."""
+        if not (self.watch and self._controller and self._snapshot_for_watch()):
+            return
+        if self._pending is None or not self._plan.fences:
+            return
+        marker = os.path.join(self._plan.fences, f"armed-{os.getpid()}-{os.urandom(6).hex()}")
+        with contextlib.suppress(OSError):
+            open(marker, "x").close()
+        end = time.monotonic() + ARM_WITHIN
+        try:
+            while time.monotonic() < end:
+                try:
+                    kind, item = self._queue.get(timeout=max(0.0, end - time.monotonic()))
+                except queue.Empty:
+                    return
+                if kind == "armed":
+                    self._armed(item)
+                    return
+                if kind == "stop":
+                    self._queue.put((kind, item))
+                    return
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(marker)
+
+    def _snapshot_for_watch(self) -> bool:
+        """Set the watch up from the ledger's record (the first paint's); whether it started."""
+        try:
+            self._rewatch(self.service.snapshot(facts=False))
+        except LaneboardError as err:
+            self._post_error(str(err))
+            return False
+        return True
 
     def _wait(self) -> _Wake:
         """Block until something happens or a tick is due; what woke the feed."""
@@ -751,7 +793,7 @@ class Feed:
         for path in paths:
             if os.path.dirname(path) == watch.plan.fences:
                 name = os.path.basename(path)
-                if not name.startswith("handover-"):
+                if not name.startswith(("handover-", "armed-")):
                     fences.append(path)
             else:
                 self._classify(path, woke)
