@@ -206,9 +206,12 @@ def test_a_killed_controller_makes_reads_compute_again(
 def test_every_state_is_right_after_a_restart(repo: Path, controller: Callable[[], Feed]) -> None:
     names = [f"t{n:02d}" for n in range(24)]
     make_tasks(repo, names)
-    first = controller()
+    first = Feed(Service(actor=Actor.TUI), lambda update: None)
+    thread = threading.Thread(target=first.run, daemon=True)
+    thread.start()
     wait(lambda: kept(names), "kept")
-    first.stop()
+    first.stop()  # the board closes (one controller per process: it is gone before the next)
+    thread.join(timeout=DEADLINE)
     for n, name in enumerate(names):  # changes while no controller runs
         tree = repo / ".worktrees" / name
         if n % 3 == 0:

@@ -721,6 +721,11 @@ class Feed:
                 self._post_error(str(err))
             self._epoch = new.epoch
         self._covered = frozenset(plan_.whole)
+        if self._controller and not carried:
+            # Nothing kept before is proven by this watch (the first one, a board that just
+            # became the controller, or a hand-over that did not come through): every task is
+            # read once more, so that its state is kept.
+            return new.rewatched | set(plan_.by_task)
         return new.rewatched
 
     def _hand_over(self, old: _Watch) -> bool:
@@ -777,11 +782,8 @@ class Feed:
                 self._seq += 1
                 self._seen(watch, changes)
         except (OSError, RuntimeError):
-            self._plan.key = ()
+            self._plan.key = ()  # set up again on the next read; until then no fence is answered
         finally:
-            if watch is self._watcher and self._controller:
-                with contextlib.suppress(LaneboardError):
-                    self.service.watch_stopped()
             self.service.close()
 
     def _seen(self, watch: _Watch, changes: set[tuple[Any, str]]) -> None:
