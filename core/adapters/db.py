@@ -270,6 +270,26 @@ MIGRATIONS: Sequence[str] = (
     );
     CREATE INDEX comments_by_task ON comments(task_id, id);
     """,
+    # 13: each task's git state as the controller last computed it, with what proves it fresh
+    # (the watch that has seen every change since: its epoch; `gen` counts the changes it saw),
+    # and the controller's watch readers ask for that proof.
+    """
+    CREATE TABLE git_states (
+        task_id TEXT PRIMARY KEY,
+        gen INTEGER NOT NULL DEFAULT 0,
+        epoch TEXT,
+        state TEXT,
+        at REAL
+    );
+    CREATE TABLE watcher (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        pid INTEGER NOT NULL,
+        start INTEGER,
+        fences TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        since REAL NOT NULL
+    );
+    """,
 )
 
 

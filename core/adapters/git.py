@@ -249,6 +249,18 @@ def symbolic_target(root: Path, ref: str) -> str | None:
     return named if found.returncode == 0 and named else None
 
 
+def ref_sha(root: Path, refname: str) -> str | None:
+    """The commit the full ref name `refname` points at (through symbolic refs), or None when
+    it is absent or names no commit."""
+    found = run_git(
+        ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{refname}^{{commit}}"],
+        cwd=root,
+        check=False,
+    )
+    sha = found.stdout.decode().strip()
+    return sha if found.returncode == 0 and sha else None
+
+
 def resolve_at(path: Path, ref: str) -> str:
     """The commit `ref` names in the checkout containing `path`, as git run there means it:
     `HEAD` is that worktree's HEAD, not the root's."""
@@ -301,7 +313,9 @@ class GitRepo:
         return str(ref.resolve().target)
 
     def branch_tip(self, branch: str) -> str | None:
-        return self.ref_target(f"refs/heads/{branch}")
+        """The commit `refs/heads/<branch>` points at now (None when absent), read by git
+        itself: `new` asks this, and must not pay for pygit2's import (~80 ms) to ask it."""
+        return ref_sha(self.paths.root, f"refs/heads/{branch}")
 
     def refs(self) -> dict[str, str]:
         """Every ref (name → SHA) that points, directly or symbolically, at an object."""
@@ -359,23 +373,18 @@ class GitRepo:
     def integration_branch(self, configured: str | None) -> str | None:
         """The branch tasks are integrated into: `configured` (config `target`), else the
         branch `origin/HEAD` names (when it exists locally), else the branch the root has
-        checked out; None when there is none (a detached root, no remote)."""
-        import pygit2
-
+        checked out; None when there is none (a detached root, no remote). Read with git
+        itself, not pygit2 (`new` asks it)."""
         if configured:
             return configured
-        try:
-            origin = self._repo.references.get("refs/remotes/origin/HEAD")
-            if origin is not None and isinstance(origin.target, str):
-                name = origin.target.removeprefix("refs/remotes/origin/")
-                if self.branch_tip(name) is not None:
-                    return name
-            head = self._repo.references.get("HEAD")
-            if head is not None and isinstance(head.target, str):
-                return head.target.removeprefix("refs/heads/")
-        except (pygit2.GitError, ValueError):
-            return None
-        return None
+        root = self.paths.root
+        origin = symbolic_target(root, "refs/remotes/origin/HEAD")
+        if origin is not None:
+            name = origin.removeprefix("refs/remotes/origin/")
+            if self.branch_tip(name) is not None:
+                return name
+        head = symbolic_target(root, "HEAD")
+        return head.removeprefix("refs/heads/") if head is not None else None
 
     def root_commit(self) -> str | None:
         """A commit without parents that HEAD's history starts from (None when HEAD is unborn):

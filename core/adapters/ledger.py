@@ -12,6 +12,7 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -298,6 +299,22 @@ class Ledger:
         if not include_retired:
             query += " AND retired_at IS NULL"
         rows = self._db.execute(query + " ORDER BY created_at, id", (repo_id, repo_id))
+        return [_task_from_row(r) for r in rows]
+
+    def tasks_by_id(self, task_ids: Collection[str]) -> list[Task]:
+        """The tasks of these ids that exist (unknown ids are left out), in one query."""
+        ids = list(task_ids)
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        rows = self._db.execute(f"SELECT * FROM tasks WHERE id IN ({marks})", ids)
+        return [_task_from_row(r) for r in rows]
+
+    def tasks_in_state(self, state: TaskState) -> list[Task]:
+        """The tasks in `state`, oldest first."""
+        rows = self._db.execute(
+            "SELECT * FROM tasks WHERE state = ? ORDER BY created_at, id", (state.value,)
+        )
         return [_task_from_row(r) for r in rows]
 
     def update_task(

@@ -6,6 +6,8 @@ connection, a handle or a lock, so a worker thread can hand one to the UI thread
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from laneboard.core.domain.agents import State
 from laneboard.core.domain.lanes import Lease, Lingering
 from laneboard.core.domain.models import Event, Relocation, Repo, Task
@@ -209,6 +211,23 @@ class WatchSet:
     """The directory of the agents' hook event files."""
     worktrees: tuple[Watched, ...]
     repos: tuple[WatchedRepo, ...] = ()
+    fences: str = ""
+    """Where readers put the fences the controller's watch answers (docs/board.md)."""
+
+
+@value
+class Keeping:
+    """What the controller's watch covers, so the states it computes can be kept as proven."""
+
+    epoch: str
+    """The watch that has seen every change to these tasks since before their states were
+    computed."""
+    covered: frozenset[str]
+    """Tasks whose every directory the watch covers (not a directory added since)."""
+    skipped: Mapping[str, tuple[str, ...]]
+    """Per task, the directories of its worktree the watch leaves out (caches), relative: a
+    state is kept only when git ignores every one of them (else a change there matters, and
+    no watch would see it)."""
 
 
 @value

@@ -19,11 +19,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from laneboard.core.adapters.git import StatusFacts, git_env, parse_status, run_git
+from laneboard.core.adapters.gitcache import GitCache
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.models import Task
 from laneboard.core.domain.values import replace
 from laneboard.core.domain.verdict import Verdict
-from laneboard.core.domain.views import Commit, GitState
+from laneboard.core.domain.views import Commit, GitState, Keeping
 
 STATUS = ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all"]
 AT_ONCE = 8
@@ -31,10 +32,17 @@ AT_ONCE = 8
 
 
 def git_states(
-    ctx: RepoContext, tasks: Sequence[Task], verdicts: Mapping[str, Verdict]
+    ctx: RepoContext,
+    tasks: Sequence[Task],
+    verdicts: Mapping[str, Verdict],
+    *,
+    ignored: dict[str, set[str]] | None = None,
 ) -> dict[str, GitState]:
     """The `GitState` of each live task of `ctx`'s repository, by task id. `verdicts` holds each
     live task's verification (the caller shows it too): only a verified worktree is read.
+    With `ignored`, each status also names the ignored directories it did not look into
+    (`--ignored=matching`), put there by task id (what the controller needs to know before it
+    trusts a watch that leaves such directories out).
 
     Up to `AT_ONCE` `git status` run at a time; the next starts as soon as the oldest is read."""
     states: dict[str, GitState] = {}
@@ -51,7 +59,7 @@ def git_states(
     while ready or running:
         while ready and len(running) < AT_ONCE:
             task = ready.popleft()
-            running.append((task, _start_status(task)))
+            running.append((task, _start_status(task, ignored is not None)))
         task, proc = running.popleft()
         out, err = proc.communicate()
         if proc.returncode != 0:
@@ -60,14 +68,17 @@ def git_states(
                 present=False, problem=problem[-1] if problem else "git status failed"
             )
             continue
-        states[task.id] = _state(parse_status(out.decode(errors="surrogateescape")))
+        facts = parse_status(out.decode(errors="surrogateescape"))
+        states[task.id] = _state(facts)
+        if ignored is not None:
+            ignored[task.id] = {p.rstrip("/") for p in facts.ignored if p.endswith("/")}
     _name_last_commits(ctx, states)
     return states
 
 
-def _start_status(task: Task) -> subprocess.Popen[bytes]:
+def _start_status(task: Task, ignored: bool = False) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        ["git", *_upstream(task), *STATUS],
+        ["git", *_upstream(task), *STATUS, *(["--ignored=matching"] if ignored else [])],
         cwd=Path(task.worktree_path),
         env=git_env(read=True),
         stdout=subprocess.PIPE,
@@ -120,3 +131,20 @@ def _state(facts: StatusFacts) -> GitState:
         ahead=facts.ahead,
         behind=facts.behind,
     )
+
+
+def keep_states(
+    cache: GitCache,
+    keeping: Keeping,
+    states: Mapping[str, GitState],
+    gens: Mapping[str, int],
+    ignored: Mapping[str, set[str]],
+) -> None:
+    """Store each state computed while its task's change count was `gens[id]`, when the watch
+    covers the task and git ignores every directory the watch leaves out."""
+    for task_id, state in states.items():
+        if task_id not in gens or not state.present or task_id not in keeping.covered:
+            continue
+        if not set(keeping.skipped.get(task_id, ())) <= ignored.get(task_id, set()):
+            continue
+        cache.store(task_id, gens[task_id], keeping.epoch, state)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -299,14 +299,19 @@ class AgentCommands(ServicePart):
             return {}
         return agentstate.observe_all(lambda _task: ctx.settings, running, self.runtime)
 
-    def reconcile(self, *, record: bool = False) -> list[Task]:
+    def reconcile(self, *, record: bool = False, only: Collection[str] | None = None) -> list[Task]:
         """Write down what the runtime did on its own: exited agents make their tasks ready
         for review, conversation ids their hooks reported are kept, queued tasks start while
         capacity allows. With `record` (the controller), every change of an agent's state is
-        journalled too. Returns the tasks it changed."""
+        journalled too. `only` limits the look at the agents to those task ids (a hook event
+        names its task: the board looks at that pane alone). Returns the tasks it changed."""
         ledger = self._ledger()
         changed: list[Task] = []
-        live = ledger.tasks(include_retired=False)
+        live = (
+            ledger.tasks(include_retired=False)
+            if only is None
+            else [t for t in ledger.tasks_by_id(only) if t.live]
+        )
         running = [t for t in live if t.state is TaskState.RUNNING and t.tmux_pane]
         contexts: dict[int, RepoContext | None] = {}
 
@@ -344,10 +349,7 @@ class AgentCommands(ServicePart):
             except LaneboardError:
                 continue  # another process changed the task meanwhile: its change stands
         max_running = load_settings(None).agents.max_running
-        queued = sorted(
-            (t for t in ledger.tasks(include_retired=False) if t.state is TaskState.QUEUED),
-            key=lambda t: t.updated_at,
-        )
+        queued = sorted(ledger.tasks_in_state(TaskState.QUEUED), key=lambda t: t.updated_at)
         for task in queued:
             ctx = context(task.repo_id)
             if ctx is None:

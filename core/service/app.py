@@ -55,6 +55,8 @@ from laneboard.core.domain.views import (
     BoardSnapshot,
     Changes,
     Finding,
+    GitState,
+    Keeping,
     LanesView,
     LaneView,
     Outcome,
@@ -487,7 +489,7 @@ class Service(AgentCommands, ReviewCommands, DelegationCommands, QueueCommands, 
         found = self._find(ctx, task)
         if not facts:
             return TaskView(found, ctx.repo)
-        return self._views(ctx, [found])[0]
+        return self._views(ctx, [found], proven=self._proven([found]))[0]
 
     def tasks(
         self, where: RepoRef | None, *, include_retired: bool = False, facts: bool = True
@@ -501,14 +503,27 @@ class Service(AgentCommands, ReviewCommands, DelegationCommands, QueueCommands, 
             contexts = [(ctx.repo, ctx)]
         else:
             contexts = [(repo, self._try_open(repo)) for repo in ledger.repos()]
+        listed = [
+            (repo, context, ledger.tasks(repo.id, include_retired=include_retired))
+            for repo, context in contexts
+        ]
+        proven = self._proven([t for _, c, tasks in listed if c for t in tasks]) if facts else {}
         views: list[TaskView] = []
-        for repo, context in contexts:
-            tasks = ledger.tasks(repo.id, include_retired=include_retired)
+        for repo, context, tasks in listed:
             if facts and context is not None:
-                views += self._views(context, tasks)
+                views += self._views(context, tasks, proven=proven)
             else:
                 views += [TaskView(task, repo) for task in tasks]
         return views
+
+    def _proven(self, tasks: Collection[Task]) -> Mapping[str, GitState]:
+        """The git states of `tasks` that the controller keeps and its watch proves fresh now
+        (a fence asked and answered); empty without a watching controller: then every state
+        is computed."""
+        from laneboard.core.adapters.gitcache import fresh_states
+
+        live = [task.id for task in tasks if task.live]
+        return fresh_states(self._ledger().database, live) if live else {}
 
     def _try_open(self, repo: Repo) -> RepoContext | None:
         try:
@@ -524,18 +539,32 @@ class Service(AgentCommands, ReviewCommands, DelegationCommands, QueueCommands, 
         *,
         agents: bool = True,
         active: list[Lease] | None = None,
+        proven: Mapping[str, GitState] | None = None,
+        keeping: Keeping | None = None,
     ) -> list[TaskView]:
         """Views of `tasks` with their facts; `git_for` limits the `git status` runs to those
         task ids (None: every live task), the others get no `git`; without `agents`, no pane
-        is looked at (the agent's state is the one the controller recorded)."""
+        is looked at (the agent's state is the one the controller recorded). `proven` states
+        (fresh by the controller's proof) are used as they are for verified worktrees; with
+        `keeping` (the controller), what is computed is kept for readers."""
         from laneboard.core.operations.gitstate import git_states
 
         verdicts = {task.id: ctx.verify(task) for task in tasks if task.live}
         read = tasks if git_for is None else [task for task in tasks if task.id in git_for]
-        states = git_states(ctx, read, verdicts) if read else {}
+        proven = proven or {}
+        states = {
+            task.id: proven[task.id]
+            for task in read
+            if task.id in proven and task.live and verdicts[task.id].ok
+        }
+        read = [task for task in read if task.id not in states]
+        if read and keeping is not None:
+            states.update(self._compute_and_keep(ctx, read, verdicts, keeping))
+        elif read:
+            states.update(git_states(ctx, read, verdicts))
         observed = self._agent_states(ctx, [t for t in tasks if t.live]) if agents else {}
         leases = self._active() if active is None else active
-        lanes = {view.task_id: view for view in self._lane_views(ctx.repo, leases)}
+        lanes = {view.task_id: view for view in self._lane_views(ctx.repo, leases, tasks=tasks)}
         return [
             TaskView(
                 task,
@@ -548,18 +577,43 @@ class Service(AgentCommands, ReviewCommands, DelegationCommands, QueueCommands, 
             for task in tasks
         ]
 
-    def views(self, task_ids: Collection[str]) -> list[TaskView]:
+    def _compute_and_keep(
+        self,
+        ctx: RepoContext,
+        tasks: list[Task],
+        verdicts: Mapping[str, Verdict],
+        keeping: Keeping,
+    ) -> dict[str, GitState]:
+        """The git states of `tasks`, computed, and kept in the ledger as `keeping` proves
+        them: each task's change count is read before its `git status` starts, so a change
+        seen meanwhile makes the store fail."""
+        from laneboard.core.adapters.gitcache import GitCache
+        from laneboard.core.operations.gitstate import git_states, keep_states
+
+        cache = GitCache(self._ledger().database)
+        gens = cache.generations([task.id for task in tasks])
+        ignored: dict[str, set[str]] = {}
+        states = git_states(ctx, tasks, verdicts, ignored=ignored)
+        keep_states(cache, keeping, states, gens, ignored)
+        return states
+
+    def views(
+        self, task_ids: Collection[str], *, keeping: Keeping | None = None, git: bool = True
+    ) -> list[TaskView]:
         """The live tasks `task_ids` with their git state, lane and verification (no pane is
         looked at: the agent's state is the one recorded): what the board re-reads when only
-        those worktrees changed."""
+        those worktrees changed. With `keeping` (the controller), the states are kept for
+        readers; without `git`, no `git status` runs (a hook event: only the agent moved)."""
         ledger = self._ledger()
         active = self._active()
         found: list[TaskView] = []
-        wanted = [task for task in (ledger.task(i) for i in task_ids) if task.live]
+        wanted = [task for task in ledger.tasks_by_id(task_ids) if task.live]
         for repo_id in sorted({task.repo_id for task in wanted}):
             ctx = self._open(repo_id)
             mine = [task for task in wanted if task.repo_id == repo_id]
-            found += self._views(ctx, mine, agents=False, active=active)
+            found += self._views(
+                ctx, mine, None if git else (), agents=False, active=active, keeping=keeping
+            )
         return found
 
     def log(self, where: RepoRef, task: str) -> tuple[Task, list[Event]]:
@@ -624,14 +678,21 @@ class Service(AgentCommands, ReviewCommands, DelegationCommands, QueueCommands, 
         return self._store().active()
 
     def _lane_views(
-        self, repo: Repo, active: list[Lease], store: LeaseStore | None = None
+        self,
+        repo: Repo,
+        active: list[Lease],
+        store: LeaseStore | None = None,
+        tasks: list[Task] | None = None,
     ) -> list[LaneView]:
         """The repo's lanes with their leases; with `store`, also what keeps each running
         lease whose command has exited (a look at the process table: `lanes`, not the board's
-        every refresh)."""
+        every refresh). The worktree lanes are those of `tasks` (default: every live task of
+        the repo)."""
         mine = [lease for lease in active if lease.repo_id == repo.id]
         lanes: list[tuple[str | None, str]] = [(None, "root"), (INTEGRATION_LANE, "integration")]
-        lanes += [(t.id, t.name) for t in self._ledger().tasks(repo.id, include_retired=False)]
+        if tasks is None:
+            tasks = self._ledger().tasks(repo.id, include_retired=False)
+        lanes += [(t.id, t.name) for t in tasks if t.live]
         views: list[LaneView] = []
         for lane, label in lanes:
             running = tuple(x for x in mine if x.lane == lane and x.state is LeaseState.RUNNING)
@@ -669,7 +730,12 @@ class Service(AgentCommands, ReviewCommands, DelegationCommands, QueueCommands, 
     # --- the board's read model and change feed --------------------------------------------
 
     def snapshot(
-        self, *, git_for: Container[str] | None = None, facts: bool = True, agents: bool = True
+        self,
+        *,
+        git_for: Container[str] | None = None,
+        facts: bool = True,
+        agents: bool = True,
+        keeping: Keeping | None = None,
     ) -> BoardSnapshot:
         """Every repository, its lanes and its live tasks with their git state, as plain values,
         read without writing anything. `cursor` is where `changes` continues from.
@@ -679,16 +745,22 @@ class Service(AgentCommands, ReviewCommands, DelegationCommands, QueueCommands, 
         Without `facts`, the ledger's record alone (no worktree is verified, no pane looked
         at): what the board paints first, before the first full read. Without `agents`, each
         agent's state is the one the controller recorded (the board, being the controller or
-        watching the one that is, needs no second look at the panes)."""
+        watching the one that is, needs no second look at the panes). With `keeping` (the
+        controller), the states computed are kept for readers; without, the states the
+        controller keeps and proves fresh are used."""
         ledger = self._ledger()
         cursor = ledger.last_seq()
         store = self._store()
         active = store.active()
         boards: list[RepoBoard] = []
+        proven: Mapping[str, GitState] = {}
+        if facts and keeping is None:
+            wanted = ledger.tasks(include_retired=False)
+            proven = self._proven([t for t in wanted if git_for is None or t.id in git_for])
         for repo in ledger.repos():
             if not facts:
                 live = ledger.tasks(repo.id, include_retired=False)
-                lanes = tuple(self._lane_views(repo, active))
+                lanes = tuple(self._lane_views(repo, active, tasks=live))
                 boards.append(RepoBoard(repo, lanes, tuple(TaskView(t, repo) for t in live)))
                 continue
             try:
@@ -700,8 +772,13 @@ class Service(AgentCommands, ReviewCommands, DelegationCommands, QueueCommands, 
                 boards.append(RepoBoard(repo, (), tasks, problem=str(err)))
                 continue
             live = ledger.tasks(repo.id, include_retired=False)
-            lanes = tuple(self._lane_views(ctx.repo, active))
-            views = tuple(self._views(ctx, live, git_for, agents=agents, active=active))
+            lanes = tuple(self._lane_views(ctx.repo, active, tasks=live))
+            views = tuple(
+                self._views(
+                    ctx, live, git_for, agents=agents, active=active, proven=proven,
+                    keeping=keeping,
+                )
+            )  # fmt: skip
             waiting = self.queue_of(repo.id)
             if waiting.lines:
                 places = {line.entry.task_id: line for line in waiting.lines}
@@ -753,7 +830,44 @@ class Service(AgentCommands, ReviewCommands, DelegationCommands, QueueCommands, 
             events=str(state_dir() / "events"),
             worktrees=tuple(worktrees),
             repos=tuple(repos),
+            fences=str(state_dir() / "fences"),
         )
+
+    # --- git states the controller keeps (docs/board.md) -----------------------------------
+
+    def watch_started(self, fences: str) -> None:
+        """The controller's watch is set up and answers the fences put into `fences`."""
+        from laneboard.core.adapters.gitcache import GitCache
+
+        Path(fences).mkdir(mode=0o700, parents=True, exist_ok=True)
+        GitCache(self._ledger().database).watching(fences)
+
+    def watch_stopped(self) -> None:
+        """The controller's watch stopped: its states can no longer be proven fresh."""
+        from laneboard.core.adapters.gitcache import GitCache
+
+        GitCache(self._ledger().database).unwatching()
+
+    def git_changed(self, task_ids: Collection[str]) -> None:
+        """The watch saw changes to these tasks: their kept states are forgotten, and a
+        computation that began before now cannot be kept."""
+        from laneboard.core.adapters.gitcache import GitCache
+
+        GitCache(self._ledger().database).invalidate(task_ids)
+
+    def carry_git_states(self, old: str, new: str, task_ids: Collection[str]) -> None:
+        """The controller's watch `new` took over from `old` having missed nothing: the
+        states `old` proves for `task_ids` are proven by `new`."""
+        from laneboard.core.adapters.gitcache import GitCache
+
+        GitCache(self._ledger().database).carry(old, new, task_ids)
+
+    @staticmethod
+    def answer_fence(path: str, epoch: str) -> None:
+        """Answer a reader's fence: the watch `epoch` has seen everything before it."""
+        from laneboard.core.adapters.gitcache import answer
+
+        answer(path, epoch)
 
     def screen(self, task_id: str, *, lines: int = 200) -> str:
         """The last `lines` lines of the task's pane with its colours (ANSI escapes); empty

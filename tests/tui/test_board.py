@@ -59,8 +59,13 @@ async def test_changes_by_other_processes_show_up_without_a_key(board, repo: Pat
     async with board() as (app, pilot):
         made = laneboard("new", "spike", "--no-start", cwd=repo)
         assert made.returncode == 0, made.stderr
-        found = await until(pilot, lambda: row(app, "spike"), "the task made by the CLI")
-        assert found.cells["git"] == "clean"
+        # The row may show first while the task is still being provisioned (its worktree not
+        # there yet): it becomes clean once the worktree is made.
+        await until(
+            pilot,
+            lambda: row(app, "spike") and row(app, "spike").cells["git"] == "clean",
+            "the task made by the CLI, clean",
+        )
         (repo / ".worktrees" / "spike" / "notes.md").write_text("mine\n")
         await until(pilot, lambda: row(app, "spike").cells["git"] == "?1", "an untracked file")
         worktree = repo / ".worktrees" / "spike"

@@ -18,6 +18,7 @@ the service, so the UI thread never waits for the GIL.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import threading
@@ -31,7 +32,7 @@ from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.models import Event
 from laneboard.core.domain.review import Overlap
 from laneboard.core.domain.values import replace
-from laneboard.core.domain.views import BoardSnapshot, GitState, WatchSet
+from laneboard.core.domain.views import BoardSnapshot, GitState, Keeping, WatchSet
 
 TICK = 2.0
 """Seconds between the tmux polls (one `list-panes`: did a pane die, or print?) when nothing
@@ -44,11 +45,19 @@ OBSERVE = 5.0
 often; hook events, deaths and file changes are read at once."""
 UNWATCHED_EVERY = 5.0
 """Seconds between `git status` runs of a worktree too big to watch."""
-SLOWEST = 30.0
-"""A refresh happens at least this often, whatever happened (a backstop, not the mechanism)."""
+BACKSTOP_EVERY = 10.0
+"""Seconds between two looks of the backstop, which re-reads `BACKSTOP_TASKS` tasks in turn
+whatever happened (a watch event that was missed is caught there): its cost does not grow with
+the number of tasks, only the time it takes to come round to each."""
+BACKSTOP_TASKS = 2
+SLOWEST_TICK = 8.0
+"""While panes live and nothing moves, the tmux poll backs off from `TICK` to this."""
+ARM_WITHIN = 3.0
+"""Seconds the controller waits for its first watch to be set up before its first full read
+(it reads anyway after that; the states are then kept from the next read on)."""
 CLAIM_EVERY = 5.0
 """While another process is the controller, this board asks to take its place this often."""
-RADAR_EVERY = 30.0
+RADAR_EVERY = 300.0
 """The radar is also recomputed this often (a target moved in a repo laneboard does not watch)."""
 SKIP_DIRS = frozenset(
     {
@@ -69,8 +78,9 @@ SKIP_DIRS = frozenset(
 SKIP_TOP = frozenset({"target", ".gradle", ".next", ".cache", "build", "dist"})
 """Build output skipped only at a worktree's top: deeper down a `target/` or `build/` is as
 likely to hold tracked source (`src/target/code.c`)."""
-REF_FILES = frozenset({"packed-refs", "HEAD"})
-"""Files of the common git dir whose change can move a branch."""
+REF_FILES = frozenset({"packed-refs", "HEAD", "config"})
+"""Files of the common git dir whose change can move a branch or change what `git status`
+says (`config`)."""
 MAX_DIRS = 5000
 """Directories watched per worktree at most; a bigger worktree is watched at its top levels and
 re-read with `git status` on every tick instead."""
@@ -89,13 +99,23 @@ class Update:
     error: str | None = None
 
 
-def watch_dirs(root: Path, limit: int = MAX_DIRS) -> tuple[list[str], bool]:
+def watch_dirs(
+    root: Path, limit: int = MAX_DIRS, skipped: list[str] | None = None
+) -> tuple[list[str], bool]:
     """The directories of a worktree to watch (caches left out) and whether it was cut short at
-    `limit` (then only the directories found first are watched)."""
+    `limit` (then only the directories found first are watched). The directories left out are
+    added to `skipped`, relative to `root` (a nested `.git` aside: git never looks into it)."""
     found: list[str] = []
     top = str(root)
     for path, dirs, _files in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not (path == top and d in SKIP_TOP)]
+        kept = [d for d in dirs if d not in SKIP_DIRS and not (path == top and d in SKIP_TOP)]
+        if skipped is not None:
+            skipped += [
+                os.path.relpath(os.path.join(path, d), top)
+                for d in dirs
+                if d not in kept and d != ".git"
+            ]
+        dirs[:] = kept
         found.append(path)
         if len(found) >= limit:
             return found, True
@@ -112,35 +132,56 @@ class _Plan:
     commons: set[str] = field(default_factory=set)
     unwatched: set[str] = field(default_factory=set)
     """Tasks whose worktree is too big to watch whole: re-read every tick."""
+    by_task: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """The directories watched for each task (its worktree's and its admin dir's)."""
+    skipped: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """The directories each task's watch leaves out (caches), relative to its worktree."""
+    whole: set[str] = field(default_factory=set)
+    """Tasks whose whole worktree (but its caches) is watched."""
+    fences: str = ""
+    seq: int = 0
+    """The watch's change count when this plan walked the worktrees."""
     key: tuple[Any, ...] = ()
 
 
-def plan(watch: WatchSet) -> _Plan:
+def plan(watch: WatchSet, seq: int = 0) -> _Plan:
     """Which directories to watch and whose each is."""
-    made = _Plan(key=(watch.ledger, watch.events, watch.worktrees, watch.repos))
-    for place in (watch.ledger, watch.events):
+    made = _Plan(key=(watch.ledger, watch.events, watch.worktrees, watch.repos), seq=seq)
+    made.fences = watch.fences.rstrip("/")
+    for place in (watch.ledger, watch.events, watch.fences):
         if os.path.isdir(place):
             made.dirs.append(place)
     for item in watch.worktrees:
         root = Path(item.worktree)
+        mine: list[str] = []
+        skipped: list[str] = []
         if root.is_dir() and not root.is_symlink():
-            dirs, cut = watch_dirs(root)
-            made.dirs += dirs
+            dirs, cut = watch_dirs(root, skipped=skipped)
+            mine += dirs
+            if not cut and item.admin_dir:
+                made.whole.add(item.task_id)
             if cut:
                 made.unwatched.add(item.task_id)
             made.owners.append((item.worktree.rstrip("/") + "/", item.task_id))
         if item.admin_dir and os.path.isdir(item.admin_dir):
-            made.dirs.append(item.admin_dir)
+            mine.append(item.admin_dir)
             logs = os.path.join(item.admin_dir, "logs")
             if os.path.isdir(logs):
-                made.dirs.append(logs)
+                mine.append(logs)
             made.owners.append((item.admin_dir.rstrip("/") + "/", item.task_id))
+        made.dirs += mine
+        made.by_task[item.task_id] = tuple(mine)
+        made.skipped[item.task_id] = tuple(skipped)
     for repo in watch.repos:
         heads = Path(repo.common_dir) / "refs" / "heads"
         if os.path.isdir(repo.common_dir):
             made.dirs.append(repo.common_dir)
             made.refs[repo.common_dir.rstrip("/")] = repo.task_ids
             made.commons.add(repo.common_dir.rstrip("/"))
+            info = os.path.join(repo.common_dir, "info")  # `exclude` changes what is untracked
+            if os.path.isdir(info):
+                made.dirs.append(info)
+                made.refs[info] = repo.task_ids
         for path, _dirs, _files in os.walk(heads):
             made.dirs.append(path)
             made.refs[path] = repo.task_ids
@@ -153,9 +194,12 @@ class _Wake:
     """What woke the feed: file changes by task, the ledger, hook events, an action, a tick."""
 
     dirty: set[str] = field(default_factory=set)
+    """Tasks whose worktree, admin dir or branch changed, or that an action named."""
+    hooked: set[str] = field(default_factory=set)
+    """Tasks whose agent's hook reported (their event file changed)."""
     ledger: bool = False
-    hooks: bool = False
-    forced: bool = False
+    full: bool = False
+    """Everything is read again (an action that named no task; the watch was set up)."""
     ticked: bool = False
 
 
@@ -190,7 +234,15 @@ class Feed:
         self.control = control
         self._queue: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._stop = threading.Event()
-        self._watcher: tuple[threading.Thread, threading.Event] | None = None
+        self._watcher: _Watch | None = None
+        self._seq = 0
+        """Batches of changes the watches have seen (a plan records it when it walks)."""
+        self._uncovered: dict[str, int] = {}
+        """Tasks where a directory appeared that no armed watch covers yet, with `_seq` then."""
+        self._epoch: str | None = None
+        """The armed watch whose epoch the states this controller keeps are stamped with."""
+        self._covered: frozenset[str] = frozenset()
+        self._pending: _Watch | None = None
         self._plan = _Plan()
         self._gits: dict[str, GitState] = {}
         self._heads: dict[str, str | None] = {}
@@ -199,7 +251,10 @@ class Feed:
         self._cursor: int | None = None
         self._version: int | None = None
         self._controller = False
-        self._last = self._full_at = self._panes_at = self._observed_at = 0.0
+        self._last = self._panes_at = self._observed_at = self._unwatched_at = 0.0
+        self._backstop_at = time.monotonic()
+        self._backstop_last = ""
+        self._wait_tick = tick
         self._snapshot: BoardSnapshot | None = None
         self._claimed_at = 0.0
         self._failing = False
@@ -229,6 +284,7 @@ class Feed:
         try:
             self._first_paint()
             self._claim()
+            self._watch_first()
             self._refresh(None)
             while not self._stop.is_set():
                 woke = self._wait()
@@ -244,10 +300,48 @@ class Feed:
                 self.service.resign_controller()
             self.service.close()
 
+    def _watch_first(self) -> None:
+        """The controller sets its watch up before its first full read, so that read's states
+        are kept (else every worktree would be read a second time once the watch is armed).
+        A marker written into the fences directory makes the new watch report at once; other
+        changes reported meanwhile are covered by the full read that follows."""
+        if not (self.watch and self._controller and self._snapshot_for_watch()):
+            return
+        if self._pending is None or not self._plan.fences:
+            return
+        marker = os.path.join(self._plan.fences, f"armed-{os.getpid()}-{os.urandom(6).hex()}")
+        with contextlib.suppress(OSError):
+            open(marker, "x").close()
+        end = time.monotonic() + ARM_WITHIN
+        try:
+            while time.monotonic() < end:
+                try:
+                    kind, item = self._queue.get(timeout=max(0.0, end - time.monotonic()))
+                except queue.Empty:
+                    return
+                if kind == "armed":
+                    self._armed(item)
+                    return
+                if kind == "stop":
+                    self._queue.put((kind, item))
+                    return
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(marker)
+
+    def _snapshot_for_watch(self) -> bool:
+        """Set the watch up from the ledger's record (the first paint's); whether it started."""
+        try:
+            self._rewatch(self.service.snapshot(facts=False))
+        except LaneboardError as err:
+            self._post_error(str(err))
+            return False
+        return True
+
     def _wait(self) -> _Wake:
         """Block until something happens or a tick is due; what woke the feed."""
         woke = _Wake()
-        due = self._panes_at + self.tick - time.monotonic()
+        due = self._panes_at + self._wait_tick - time.monotonic()
         try:
             items = [self._queue.get(timeout=max(0.0, due))]
         except queue.Empty:
@@ -264,11 +358,14 @@ class Feed:
         for kind, item in items:
             if kind == "tasks":
                 woke.dirty |= item
-                woke.forced = True
+                woke.full = woke.full or not item
+            elif kind == "armed":
+                woke.dirty |= self._armed(item)
+                woke.ledger = True
             elif kind == "paths":
                 for path in item:
                     self._classify(path, woke)
-        woke.ticked = time.monotonic() >= self._panes_at + self.tick
+        woke.ticked = time.monotonic() >= self._panes_at + self._wait_tick
         return woke
 
     def _classify(self, path: str, woke: _Wake) -> None:
@@ -276,7 +373,9 @@ class Feed:
         if parent == self._ledger_dir:
             woke.ledger = True
         elif parent == self._events_dir:
-            woke.hooks = True
+            name = os.path.basename(path)
+            if name.endswith(".log"):
+                woke.hooked.add(name.removesuffix(".log"))
         elif parent in self._plan.refs:
             if parent not in self._plan.commons or os.path.basename(path) in REF_FILES:
                 woke.dirty |= set(self._plan.refs[parent])  # a branch moved
@@ -291,65 +390,103 @@ class Feed:
             return
         try:
             self._controller = self.service.become_controller() is None
+            if self._controller:
+                self._plan.key = ()  # a watch armed as the controller keeps git states
         except Exception as err:  # noqa: BLE001 (the ledger is locked: say so, try again later)
             self._post_error(f"{err}")
 
     def _answer(self, woke: _Wake) -> None:
-        """Read as little as tells the board what changed:
-        - a full read (`_refresh`) when the ledger moved (another process), a hook reported, a
-          pane appeared or died, an action finished, or `SLOWEST` passed;
-        - the controller's look at the agents when a pane only printed (at most every
-          `OBSERVE` seconds), and a full read only when it recorded a change;
-        - only the changed worktrees (`_reread`) when files changed and nothing else did.
-        A tick costs one `list-panes` (none when no task has a pane); the ledger's own commits
-        (this board's) do not count."""
+        """Read as little as tells the board what changed; each event costs what it touches:
+        - a hook event: the controller's look at that task's pane, then that task's row;
+        - another process's commit: the ledger's list of tasks and lanes (no worktree, no
+          pane), and the rows of the tasks its journal events name;
+        - files, an admin dir or a branch changed: those tasks' rows (`git status` of each);
+        - a tick: one `list-panes` (none when no task has a pane; less often while nothing
+          moves); a pane that died or appeared, or printed (at most every `OBSERVE` seconds),
+          is looked at, its task alone;
+        - the backstop: `BACKSTOP_TASKS` rows in turn every `BACKSTOP_EVERY` seconds.
+        Everything is read only at the start, after the watch is set up, after an action that
+        named no task, and after a failed read. The ledger's own commits (this board's) do not
+        count."""
         if not self._controller and time.monotonic() - self._claimed_at > CLAIM_EVERY:
             self._claim()
-        full = woke.forced or woke.hooks or self._failing  # a failed read is tried again
+        if woke.full or self._failing or self._snapshot is None:
+            self._refresh(None)
+            return
+        named = set(woke.dirty)
+        look = set(woke.hooked)
         try:
-            if woke.ledger and self.service.data_version() != self._version:
-                full = True
+            listing = woke.ledger and self.service.data_version() != self._version
         except LaneboardError as err:
             self._post_error(str(err))
             return
-        printed = False
         if woke.ticked:
             moved, printed = self._panes_moved()
-            full = full or moved
-            if self._plan.unwatched and time.monotonic() - self._full_at > UNWATCHED_EVERY:
-                woke.dirty |= self._plan.unwatched
-        if full or time.monotonic() - self._full_at > SLOWEST:
-            self._refresh(woke.dirty)
-            return
-        if printed and self._controller:
-            self._observed_at = time.monotonic()
-            try:
-                changed = {task.id for task in self.service.reconcile(record=True)}
-            except LaneboardError as err:
-                self._post_error(str(err))
-                return
-            if changed:
-                self._refresh(woke.dirty | changed)
-                return
-        if woke.dirty:
-            self._reread(woke.dirty)
+            look |= moved | printed
+            if self._plan.unwatched and time.monotonic() - self._unwatched_at > UNWATCHED_EVERY:
+                self._unwatched_at = time.monotonic()
+                named |= self._plan.unwatched
+        if time.monotonic() - self._backstop_at > BACKSTOP_EVERY:
+            named |= self._backstop()
+        if not (named or look or listing or (self.watch and not self._plan.key)):
+            return  # (an empty plan key: a directory appeared, the watch is set up again)
+        self._partial(named, look, listing)
 
-    def _panes_moved(self) -> tuple[bool, bool]:
-        """Whether a pane appeared or died, and whether one printed (and was not looked at in
-        the last `OBSERVE` seconds), since the last tick."""
+    def _backstop(self) -> set[str]:
+        """The next `BACKSTOP_TASKS` tasks in turn (by id), whose rows are read again."""
+        self._backstop_at = time.monotonic()
+        ids = sorted(self._gits)
+        if not ids:
+            return set()
+        start = next((n for n, i in enumerate(ids) if i > self._backstop_last), 0)
+        chosen = [ids[(start + n) % len(ids)] for n in range(min(BACKSTOP_TASKS, len(ids)))]
+        self._backstop_last = chosen[-1]
+        return set(chosen)
+
+    def _panes_moved(self) -> tuple[set[str], set[str]]:
+        """The tasks whose pane appeared or died, and those whose pane printed (and was not
+        looked at in the last `OBSERVE` seconds), since the last tick. While nothing moves the
+        next tick comes later (up to `SLOWEST_TICK`)."""
         self._panes_at = time.monotonic()
         if not self._has_panes:
-            return False, False
+            return set(), set()
         panes = self.service.panes()
         alive = {pane_id: (p.alive, p.exit_status) for pane_id, p in panes.items()}
         printed = {pane_id: p.activity for pane_id, p in panes.items()}
-        moved = alive != self._alive
         now = time.time()  # tmux counts in whole seconds: a pane that printed lately counts
-        changed = printed != self.activity or any(
-            at is not None and now - at < 2 * self.tick for at in printed.values()
-        )
+        moved = {
+            pane
+            for pane in set(alive) | set(self._alive)
+            if alive.get(pane) != self._alive.get(pane)
+        }
+        busy = {
+            pane
+            for pane, at in printed.items()
+            if at != self.activity.get(pane) or (at is not None and now - at < 2 * self.tick)
+        }
         self._alive, self.activity = alive, printed
-        return moved, changed and time.monotonic() - self._observed_at >= OBSERVE
+        quiet = not moved and not busy
+        self._wait_tick = min(SLOWEST_TICK, self._wait_tick * 2) if quiet else self.tick
+        owners = self._pane_owners()
+        died = {owners[p] for p in moved if p in owners}
+        if moved and len(died) < len(moved):
+            died |= set(self._gits)  # a pane no task owns yet: a task just started; read all
+        if time.monotonic() - self._observed_at < OBSERVE:
+            return died, set()
+        spoke = {owners[p] for p in busy if p in owners}
+        if spoke:
+            self._observed_at = time.monotonic()
+        return died, spoke
+
+    def _pane_owners(self) -> dict[str, str]:
+        if self._snapshot is None:
+            return {}
+        return {
+            view.task.tmux_pane: view.task.id
+            for board in self._snapshot.repos
+            for view in board.tasks
+            if view.task.tmux_pane
+        }
 
     def _owners(self, paths: set[str]) -> set[str]:
         found: set[str] = set()
@@ -363,7 +500,7 @@ class Feed:
     def _refresh(self, dirty: set[str] | None) -> None:
         """One read of the world (`dirty` None: every worktree), then one `Update`."""
         service = self.service
-        self._last = self._full_at = self._observed_at = time.monotonic()
+        self._last = self._observed_at = self._backstop_at = time.monotonic()
         try:
             if self._controller:  # it records what the agents do; the snapshot reads that
                 changed = {task.id for task in service.reconcile(record=True)}
@@ -381,6 +518,7 @@ class Feed:
             snapshot = service.snapshot(
                 git_for=None if dirty is None else _Needing(dirty, self._gits),
                 agents=not self._controller,
+                keeping=self.keeping(),
             )
             if self._cursor is None or events:
                 self._cursor = snapshot.cursor
@@ -398,28 +536,59 @@ class Feed:
         except Exception as err:  # noqa: BLE001 (the feed must outlive one bad read)
             self._post_error(f"{type(err).__name__}: {err}")
 
-    def _reread(self, dirty: set[str]) -> None:
-        """Only the worktrees whose files changed: their git state, lane and verification,
-        put into the last snapshot (the other tasks are as they were)."""
-        if self._snapshot is None:
-            self._refresh(dirty)
-            return
+    def _partial(self, named: set[str], look: set[str], listing: bool) -> None:
+        """Read again only what changed: the panes of `look` (the controller records what their
+        agents do), the ledger's list of tasks and lanes when another process committed
+        (`listing`), the tasks its journal events name, and the rows of `named` and `look`
+        (verification, lane, `git status`); every other row is kept as it was."""
+        assert self._snapshot is not None
+        service = self.service
         self._last = time.monotonic()
         try:
-            fresh = {view.task.id: view for view in self.service.views(dirty)}
+            if look and self._controller:
+                changed = service.reconcile(record=True, only=look)
+                named |= {task.id for task in changed}
+            base = self._snapshot
+            events: tuple[Event, ...] = ()
+            if listing:
+                version = service.data_version()
+                changes = service.changes(self._cursor or 0)
+                events = changes.events
+                self._version = version
+                named |= {e.task_id for e in events if e.task_id}
+                base = service.snapshot(facts=False)
+                self._cursor = max(base.cursor, changes.cursor)
+            before = {view.task.id: view for board in self._snapshot.repos for view in board.tasks}
+            shown = {view.task.id for board in base.repos for view in board.tasks}
+            wanted = (named & shown) | (shown - set(before))
+            keeping = self.keeping()
+            fresh = (
+                {view.task.id: view for view in service.views(wanted, keeping=keeping)}
+                if wanted
+                else {}
+            )
+            moved = (look & shown) - wanted  # only their agents moved: no `git status`
+            if moved:
+                fresh |= {view.task.id: view for view in service.views(moved, git=False)}
+            boards = []
+            for board in base.repos:
+                views = tuple(
+                    fresh.get(view.task.id) or before.get(view.task.id) or view
+                    for view in board.tasks
+                )
+                boards.append(replace(board, tasks=views))
+            snapshot = self._snapshot = self._merge(replace(base, repos=tuple(boards)))
+            self._has_panes = any(
+                view.task.tmux_pane for board in snapshot.repos for view in board.tasks
+            )
+            if listing or not self._plan.key:
+                self._rewatch(snapshot)
+            if look or listing:
+                self._wait_tick = self.tick
+            other = None if self._controller else service.controller()
+            self.post(Update(snapshot, self._radar_for(snapshot), events, controller=other))
         except LaneboardError as err:
             self._post_error(str(err))
-            return
-        boards = []
-        for board in self._snapshot.repos:
-            views = tuple(
-                replace(fresh[view.task.id], agent=view.agent) if view.task.id in fresh else view
-                for view in board.tasks
-            )  # the agent as the last full read saw it: no pane was looked at
-            boards.append(replace(board, tasks=views))
-        snapshot = self._snapshot = self._merge(replace(self._snapshot, repos=tuple(boards)))
-        other = None if self._controller else self.service.controller()
-        self.post(Update(snapshot, self._radar_for(snapshot), controller=other))
 
     def _first_paint(self) -> None:
         """The ledger's record of every task and lane, before any worktree or pane is read: the
@@ -494,29 +663,111 @@ class Feed:
             watch.repos,
         ):
             return
-        self._stop_watcher()
-        self._plan = plan(watch)
+        if self._controller and watch.fences:
+            os.makedirs(watch.fences, mode=0o700, exist_ok=True)
+        old, events_before = self._plan.by_task, watch.events in self._plan.dirs
+        self._plan = plan(watch, self._seq)
+        # Once the new watch is set up, the tasks it watches differently are read again: what
+        # was written there between the last read and the watch being armed was seen by nobody.
+        rewatched = {
+            task_id
+            for task_id, dirs in self._plan.by_task.items()
+            if old.get(task_id) != dirs or (watch.events in self._plan.dirs and not events_before)
+        }  # (the agents' event files newly watched: a hook may have reported meanwhile)
         self._ledger_dir, self._events_dir = watch.ledger.rstrip("/"), watch.events.rstrip("/")
         if not self._plan.dirs:
+            self._stop_watcher()
             return
-        stop = threading.Event()
-        thread = threading.Thread(
-            target=self._watch_loop, args=(list(self._plan.dirs), stop), daemon=True
-        )
-        self._watcher = (thread, stop)
-        thread.start()
+        new = _Watch(self._plan, rewatched, os.urandom(8).hex())
+        new.thread = threading.Thread(target=self._watch_loop, args=(new,), daemon=True)
+        new.thread.start()
+        if self._pending is not None:  # superseded before it was armed
+            self._pending.stop.set()
+            self._pending.thread.join(timeout=2)
+        self._pending = new  # the old watch runs until the new one is armed (`_armed`)
 
-    def _watch_loop(self, dirs: list[str], stop: threading.Event) -> None:
+    def _armed(self, new: _Watch) -> set[str]:
+        """The watch `new` is set up: it takes over from the one before, and the tasks to read
+        again are returned. The old watch runs until a marker put into the fences directory
+        after `new` was armed has come through it, so that every change made before `new` was
+        armed has been seen by one of them; then the states the old watch proved are proven by
+        the new one, for the tasks both watch alike."""
+        if new is not self._pending:
+            return set()  # superseded: it is being stopped
+        self._pending = None
+        old = self._watcher
+        if old is not None:
+            carried = self._hand_over(old)
+            old.stop.set()
+            old.thread.join(timeout=2)
+        else:
+            carried = False
+        self._watcher = new
+        plan_ = new.plan
+        for task_id in list(self._uncovered):
+            if self._uncovered[task_id] <= plan_.seq and task_id in plan_.by_task:
+                del self._uncovered[task_id]
+        same = frozenset(
+            task_id
+            for task_id, dirs in plan_.by_task.items()
+            if old is not None and old.plan.by_task.get(task_id) == dirs
+        )
+        if self._controller:
+            try:
+                if carried and self._epoch is not None:
+                    self.service.carry_git_states(self._epoch, new.epoch, same - new.rewatched)
+                self.service.watch_started(plan_.fences)
+            except LaneboardError as err:
+                self._post_error(str(err))
+            self._epoch = new.epoch
+        self._covered = frozenset(plan_.whole)
+        if self._controller and not carried:
+            # Nothing kept before is proven by this watch (the first one, a board that just
+            # became the controller, or a hand-over that did not come through): every task is
+            # read once more, so that its state is kept.
+            return new.rewatched | set(plan_.by_task)
+        return new.rewatched
+
+    def _hand_over(self, old: _Watch) -> bool:
+        """Put a marker through `old` (see `_armed`); whether it came through in time."""
+        if not self._plan.fences or not os.path.isdir(self._plan.fences):
+            return False
+        name = f"handover-{os.getpid()}-{os.urandom(6).hex()}"
+        seen = old.markers[name] = threading.Event()
+        path = os.path.join(self._plan.fences, name)
+        try:
+            with open(path, "x"):
+                pass
+            return seen.wait(timeout=2.0)
+        except OSError:
+            return False
+        finally:
+            old.markers.pop(name, None)
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+    def keeping(self) -> Keeping | None:
+        """What lets the states this board computes be kept for readers: only the controller
+        keeps them, only while an armed watch covers the tasks."""
+        if not self._controller or self._epoch is None:
+            return None
+        covered = self._covered - set(self._uncovered)
+        return Keeping(epoch=self._epoch, covered=covered, skipped=self._plan.skipped)
+
+    def _watch_loop(self, watch: _Watch) -> None:
+        """The body of one watch's thread: every batch of changes is first made known to the
+        ledger (the kept states of the tasks it touched are forgotten), then the fences in it
+        are answered, then the feed is told."""
         import watchfiles
 
         armed = False
         try:
             for changes in watchfiles.watch(
-                *dirs,
+                *watch.plan.dirs,
                 watch_filter=None,
                 debounce=200,
                 step=20,
-                stop_event=stop,
+                stop_event=watch.stop,
                 rust_timeout=1000,
                 yield_on_timeout=True,
                 recursive=False,
@@ -524,25 +775,73 @@ class Feed:
                 ignore_permission_denied=True,
             ):
                 if not armed:
-                    # The watch is set up: what was written between the snapshot that chose
-                    # these directories and now was seen by nobody; read it all once.
                     armed = True
-                    self._queue.put(("paths", {os.path.join(self._ledger_dir, "watching")}))
+                    self._queue.put(("armed", watch))
                 if not changes:
                     continue
-                paths = {path for _change, path in changes}
-                if any(
-                    change == watchfiles.Change.added and os.path.isdir(path)
-                    for change, path in changes
-                ):
-                    self._plan.key = ()  # a new directory: watch it too on the next refresh
-                self._queue.put(("paths", paths))
+                self._seq += 1
+                self._seen(watch, changes)
         except (OSError, RuntimeError):
-            self._plan.key = ()
+            self._plan.key = ()  # set up again on the next read; until then no fence is answered
+        finally:
+            self.service.close()
+
+    def _seen(self, watch: _Watch, changes: set[tuple[Any, str]]) -> None:
+        import watchfiles
+
+        paths = {path for _change, path in changes}
+        woke = _Wake()
+        fences: list[str] = []
+        for path in paths:
+            if os.path.dirname(path) == watch.plan.fences:
+                name = os.path.basename(path)
+                if not name.startswith(("handover-", "armed-")):
+                    fences.append(path)
+            else:
+                self._classify(path, woke)
+        added = {
+            path
+            for change, path in changes
+            if change == watchfiles.Change.added and os.path.isdir(path)
+        }
+        if added:
+            self._plan.key = ()  # a new directory: watch it too on the next refresh
+            for task_id in self._owners(added):
+                self._uncovered[task_id] = self._seq
+        if self._controller and woke.dirty:
+            try:
+                self.service.git_changed(woke.dirty)
+            except LaneboardError:
+                self._plan.key = ()
+                fences = []  # not made known: no proof may be given for this batch
+        markers = [watch.markers[n] for n in map(os.path.basename, paths) if n in watch.markers]
+        for seen in markers:
+            seen.set()  # only now: every change of this batch has been made known
+        if self._controller and self._epoch == watch.epoch:
+            for fence in fences:
+                self.service.answer_fence(fence, watch.epoch)
+        self._queue.put(("paths", paths))
 
     def _stop_watcher(self) -> None:
-        if self._watcher is not None:
-            thread, stop = self._watcher
-            stop.set()
-            thread.join(timeout=2)
-            self._watcher = None
+        for watch in (self._watcher, self._pending):
+            if watch is not None:
+                watch.stop.set()
+                watch.thread.join(timeout=2)
+        self._watcher = self._pending = None
+        if self._controller and self._epoch is not None:
+            self._epoch = None
+            with contextlib.suppress(LaneboardError):
+                self.service.watch_stopped()
+
+
+@dataclass
+class _Watch:
+    """One running watch: its plan, its thread, its epoch (the states it proves carry it), the
+    tasks to read again once it is armed, and the hand-over markers it is to report."""
+
+    plan: _Plan
+    rewatched: set[str]
+    epoch: str
+    stop: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread = field(default_factory=threading.Thread)
+    markers: dict[str, threading.Event] = field(default_factory=dict)

@@ -17,7 +17,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from laneboard.core.adapters import faults, snapshot
+from laneboard.core.adapters import faults
 from laneboard.core.adapters.git import create_branch, worktree_add, worktree_unlock
 from laneboard.core.adapters.leases import LeaseStore
 from laneboard.core.adapters.ledger import Ledger, NameTaken, new_task_id
@@ -159,6 +159,9 @@ def finish(
         done = {event.kind for event in ledger.events(task.id)}
         planned = intent(ledger, task)
         if "snapshot_ref" in planned and "snapshot.applied" not in done:
+            # Only a restore applies a snapshot: `new` never loads pygit2 (80 ms of its start).
+            from laneboard.core.adapters import snapshot
+
             saved = snapshot.read(ctx.root, planned["snapshot_ref"], planned["snapshot_sha"])
             start = planned.get("start_sha", task.branch_tip_at_creation or "")
             if not setup_is_ours and not pristine(task, start):

@@ -23,7 +23,6 @@ from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.operations.steps.cancelling import CancelRequested, cancel_requested
 from laneboard.core.operations.steps.copies import unchanged_copies
 from laneboard.core.operations.steps.created import adopt_leftover_worktree
-from laneboard.core.operations.steps.snapshots import save_worktree
 
 OnWait = Callable[[Lease], None] | None
 
@@ -111,6 +110,10 @@ def _undo(ctx: RepoContext, ledger: Ledger, task: Task, actor: Actor, *, force: 
                 if anything and not force:
                     raise LaneboardError(f"it holds files laneboard did not put there: {anything}")
                 if work:
+                    # Saving needs pygit2, which `new` loads only when a rollback has work to
+                    # keep (its import is most of `new`'s start-up otherwise).
+                    from laneboard.core.operations.steps.snapshots import save_worktree
+
                     save_worktree(ctx, ledger, task, actor)
                 worktree_remove(ctx.root, path, force=True, unlock=True)
                 ledger.append_event(

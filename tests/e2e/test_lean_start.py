@@ -1,0 +1,42 @@
+"""Each command loads what it uses: `new` and `ls` never import pygit2 (its import alone was
+half of `new`'s start-up); discard and restore, which read history, do."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO_ROOT
+
+PROBE = (
+    "import sys\n"
+    "from laneboard.tui.cli import main\n"
+    "code = main(sys.argv[1:])\n"
+    "print('pygit2' in sys.modules, code)\n"
+)
+
+
+def loads_pygit2(repo: Path, *args: str) -> bool:
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", PROBE, *args],
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    loaded, code = done.stdout.split()[-2:]
+    assert code == "0", done.stderr
+    return loaded == "True"
+
+
+def test_new_and_ls_do_not_load_pygit2_but_restore_does(repo: Path) -> None:
+    """Regression: `steps/creation.py` imported the snapshot adapter (pygit2) at module level,
+    so every `new` paid for it (79 ms of its 156 ms of imports)."""
+    assert not loads_pygit2(repo, "new", "t", "--no-start")
+    assert not loads_pygit2(repo, "ls")
+    (repo / ".worktrees" / "t" / "notes.txt").write_text("work\n")
+    assert loads_pygit2(repo, "discard", "t", "--force")
+    assert loads_pygit2(repo, "restore", "t")

@@ -1,0 +1,269 @@
+"""Git states kept by the controller are used by readers only with a proof that nothing changed
+since (docs/board.md): a read right after a write shows the write, whatever wrote it (an agent's
+editor, git in the worktree, a commit, a branch moved) and whenever (during the controller's own
+`git status`); a controller that dies leaves readers computing; after a restart every state is
+right. Real git, real files, the real feed of the board in a thread as the controller."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from laneboard.core.adapters import gitcache
+from laneboard.core.adapters.db import Database
+from laneboard.core.adapters.db import default_path as ledger_path
+from laneboard.core.domain.models import Actor
+from laneboard.core.domain.views import GitState
+from laneboard.core.operations import gitstate
+from laneboard.core.service.app import Service
+from laneboard.tui.board.feed import Feed
+from tests.conftest import REPO_ROOT, git, run_cli
+
+DEADLINE = 60.0
+
+
+def wait(check: Callable[[], Any], what: str) -> Any:
+    end = time.monotonic() + DEADLINE
+    while time.monotonic() < end:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"not within {DEADLINE}s: {what}")
+
+
+def make_tasks(repo: Path, names: list[str]) -> None:
+    for name in names:
+        made = run_cli("new", name, "--no-start", cwd=repo)
+        assert made.code == 0, made.err
+
+
+class Statuses:
+    """Counts the `git status` runs of this thread (the reader's), not the controller's."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        reader = threading.get_ident()
+        real = gitstate._start_status
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            if threading.get_ident() == reader:
+                self.count += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(gitstate, "_start_status", counted)
+
+
+@pytest.fixture
+def controller() -> Iterator[Callable[[], Feed]]:
+    """Start the board's feed as the controller, in a thread; stopped after the test."""
+    running: list[tuple[Feed, threading.Thread]] = []
+
+    def start() -> Feed:
+        feed = Feed(Service(actor=Actor.TUI), lambda update: None)
+        thread = threading.Thread(target=feed.run, daemon=True)
+        thread.start()
+        running.append((feed, thread))
+        return feed
+
+    yield start
+    for feed, thread in running:
+        feed.stop()
+        thread.join(timeout=DEADLINE)
+
+
+def kept(names: list[str]) -> bool:
+    """Every task's state is kept and a fence is answered for it."""
+    service = Service()
+    views = {v.task.name: v.task for v in service.tasks(None, facts=False)}
+    proven = gitstate_proven(service, [views[n] for n in names])
+    return set(proven) == {views[n].id for n in names}
+
+
+def gitstate_proven(service: Service, tasks: list[Any]) -> dict[str, GitState]:
+    return dict(gitcache.fresh_states(Database(ledger_path()), [t.id for t in tasks]))
+
+
+def truth(worktree: Path) -> tuple[int, int, int]:
+    """(staged, modified, untracked) as git says them now."""
+    out = subprocess.run(
+        ["git", "status", "--porcelain=v1", "-z", "--untracked-files=all"],
+        cwd=worktree,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    lines = [line for line in out.split("\0") if line]
+    staged = sum(1 for line in lines if line[0] not in " ?")
+    modified = sum(1 for line in lines if line[1] not in " ?")
+    untracked = sum(1 for line in lines if line.startswith("??"))
+    return staged, modified, untracked
+
+
+def shown(name: str) -> tuple[int, int, int]:
+    view = next(v for v in Service().tasks(None) if v.task.name == name)
+    assert view.git is not None
+    return view.git.staged, view.git.modified, view.git.untracked
+
+
+def test_a_write_right_after_a_cached_read_shows_on_the_next_read(
+    repo: Path, controller: Callable[[], Feed], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = ["a", "b", "c"]
+    make_tasks(repo, names)
+    controller()
+    wait(lambda: kept(names), "every state kept and proven")
+    statuses = Statuses(monkeypatch)
+    assert shown("a") == (0, 0, 0)
+    assert statuses.count == 0, "a proven state was computed again"
+    tree = repo / ".worktrees" / "a"
+    steps: list[Callable[[], None]] = [
+        lambda: (tree / "new.txt").write_text("an agent's new file\n"),
+        lambda: (tree / "README.md").write_text("edited in place\n"),
+        lambda: git(tree, "add", "README.md"),
+        lambda: (tree / "README.md").write_text("edited again after staging\n"),
+        lambda: git(tree, "commit", "-q", "-am", "work"),
+        lambda: os.unlink(tree / "new.txt"),
+        lambda: (tree / "sub").mkdir(),
+        lambda: (tree / "sub" / "deep.txt").write_text("in a directory made just now\n"),
+        lambda: git(tree, "reset", "-q", "--hard", "HEAD~1"),
+    ]
+    for step in steps:
+        step()
+        assert shown("a") == truth(tree), "a read right after a write missed it"
+    wait(lambda: kept(names), "kept again once the controller read the changes")
+
+
+def test_a_branch_moved_elsewhere_changes_ahead_and_behind_at_once(
+    repo: Path, controller: Callable[[], Feed]
+) -> None:
+    make_tasks(repo, ["a"])
+    controller()
+    wait(lambda: kept(["a"]), "kept")
+    (repo / "more.txt").write_text("on main\n")
+    git(repo, "add", "more.txt")
+    git(repo, "commit", "-q", "-m", "main moves on")  # in the root: the target moved
+    view = next(v for v in Service().tasks(None) if v.task.name == "a")
+    assert view.git is not None and view.git.behind == 1
+
+
+def test_a_change_seen_during_the_controllers_status_is_not_kept_as_fresh(
+    repo: Path, controller: Callable[[], Feed]
+) -> None:
+    """The compare-and-swap: a state computed before a change the watch saw is refused."""
+    make_tasks(repo, ["a"])
+    controller()
+    wait(lambda: kept(["a"]), "kept")
+    service = Service()
+    task = next(v.task for v in service.tasks(None, facts=False))
+    cache = gitcache.GitCache(Database(ledger_path()))
+    gens = cache.generations([task.id])
+    before = GitState(present=True, head="0" * 40)  # what a status begun now would say
+    (repo / ".worktrees" / "a" / "late.txt").write_text("lands while git status runs\n")
+    wait(lambda: cache.generations([task.id]) != gens, "the watch saw the write")
+    assert not cache.store(task.id, gens[task.id], "any", before)
+    assert shown("a") == (0, 0, 1)
+
+
+def test_a_killed_controller_makes_reads_compute_again(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_tasks(repo, ["a", "b"])
+    code = (
+        "import threading, time\n"
+        "from laneboard.core.domain.models import Actor\n"
+        "from laneboard.core.service.app import Service\n"
+        "from laneboard.tui.board.feed import Feed\n"
+        "Feed(Service(actor=Actor.TUI), lambda update: None).run()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait(lambda: kept(["a", "b"]), "kept by the controller process")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=DEADLINE)
+    (repo / ".worktrees" / "b" / "after.txt").write_text("written after the controller died\n")
+    statuses = Statuses(monkeypatch)
+    assert shown("b") == (0, 0, 1)
+    assert statuses.count == 2, "every state is computed once no controller proves them"
+    assert not kept(["a", "b"])
+
+
+def test_every_state_is_right_after_a_restart(repo: Path, controller: Callable[[], Feed]) -> None:
+    names = [f"t{n:02d}" for n in range(24)]
+    make_tasks(repo, names)
+    first = Feed(Service(actor=Actor.TUI), lambda update: None)
+    thread = threading.Thread(target=first.run, daemon=True)
+    thread.start()
+    wait(lambda: kept(names), "kept")
+    first.stop()  # the board closes (one controller per process: it is gone before the next)
+    thread.join(timeout=DEADLINE)
+    for n, name in enumerate(names):  # changes while no controller runs
+        tree = repo / ".worktrees" / name
+        if n % 3 == 0:
+            (tree / "new.txt").write_text("untracked\n")
+        elif n % 3 == 1:
+            (tree / "README.md").write_text("modified\n")
+    controller()
+    wait(lambda: kept(names), "kept by the new controller")
+    views = {v.task.name: v for v in Service().tasks(None)}
+    for name in names:
+        git_state = views[name].git
+        assert git_state is not None
+        seen = (git_state.staged, git_state.modified, git_state.untracked)
+        assert seen == truth(repo / ".worktrees" / name), name
+
+
+def test_a_cache_directory_git_does_not_ignore_is_never_trusted_to_the_watch(
+    repo: Path, controller: Callable[[], Feed]
+) -> None:
+    """The watch leaves `node_modules/` and the like out; when git does not ignore one, a
+    change there counts, so no state of that task is kept, and every read computes it."""
+    make_tasks(repo, ["a", "b"])
+    modules = repo / ".worktrees" / "a" / "node_modules"
+    modules.mkdir()
+    (modules / "one.js").write_text("1\n")
+    (repo / ".worktrees" / "b" / ".gitignore").write_text("node_modules/\n")
+    (repo / ".worktrees" / "b" / "node_modules").mkdir()
+    controller()
+    wait(lambda: kept(["b"]), "b kept: git ignores its node_modules/")
+    assert not kept(["a"])
+    (modules / "two.js").write_text("2\n")  # under a directory no watch sees
+    assert shown("a") == (0, 0, 2)
+
+
+def test_a_change_the_watch_missed_is_set_right_by_the_backstop(
+    repo: Path, controller: Callable[[], Feed], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one way a kept state can be wrong: its watch never reported the change (the
+    kernel's queue overflowed; watchfiles does not say so). The backstop re-reads and keeps
+    each task in turn, so it is set right within its round."""
+    from laneboard.tui.board import feed as feed_module
+
+    monkeypatch.setattr(feed_module, "BACKSTOP_EVERY", 0.3)
+    make_tasks(repo, ["a"])
+    feed = controller()
+    wait(lambda: kept(["a"]), "kept")
+    seen = feed._seen
+
+    def deaf(watch: Any, changes: set[tuple[Any, str]]) -> None:
+        if not any(path.endswith("lost.txt") for _change, path in changes):
+            seen(watch, changes)
+
+    monkeypatch.setattr(feed, "_seen", deaf)
+    (repo / ".worktrees" / "a" / "lost.txt").write_text("its event never arrives\n")
+    wait(lambda: shown("a") == (0, 0, 1), "the backstop set the kept state right")
