@@ -443,3 +443,15 @@ def test_pause_all_and_resume_all(repo: Path, cli, agents, server) -> None:
     assert cli("pause", "a", "--all").code == 2  # a name or --all, not both
     assert cli("resume", "--all").code == 0
     assert {show(cli, n)["state"] for n in "ab"} == {"running"}
+
+
+def test_retain_and_pause_say_what_they_wait_for_while_an_agent_takes_its_grace(
+    repo: Path, cli, agents, server
+) -> None:
+    agents("stop_grace = 3", 'env = { FAKE_CLAUDE_IGNORE_TERM = "1" }')
+    for name, verb in (("r", "retain"), ("p", "pause")):
+        assert cli("new", name).code == 0
+        eventually(lambda n=name: agent_state(cli, n) == "idle", "idle")  # type: ignore[misc]
+        done = cli(verb, name)
+        assert done.code == 0, done.err
+        assert f"{name}: waiting for its agent to quit (SIGTERM sent" in done.err, done.err

@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from laneboard.tui.commands.common import (
+    STOPPING,
     print_wait,
     repo_arg,
     report,
+    said_if_slow,
 )
 from laneboard.tui.root import open_service
 
@@ -18,7 +20,8 @@ if TYPE_CHECKING:
 
 
 def cmd_retain(args: argparse.Namespace) -> int:
-    done = open_service().retain(repo_arg(args), args.name)
+    with said_if_slow(f"{args.name}: {STOPPING}"):
+        done = open_service().retain(repo_arg(args), args.name)
     if not done.changed:
         return report(args, done, "already retained; nothing to do")
     return report(args, done, f"retained; {done.task.worktree_path} and {done.task.branch} kept")

@@ -3,9 +3,11 @@ the lines printed while it waits for a lane or runs a setup command."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -89,3 +91,21 @@ def page(text: str) -> None:
         subprocess.run(pager, input=text.encode(errors="surrogateescape"), check=False)
     except OSError:
         sys.stdout.write(text + "\n")
+
+
+STOPPING = "waiting for its agent to quit (SIGTERM sent; it is killed after agents.stop_grace)"
+"""What retain and pause say while an agent takes its time to quit."""
+
+
+@contextlib.contextmanager
+def said_if_slow(line: str, after: float = 1.0) -> Iterator[None]:
+    """Print `line` (to stderr) if what runs inside takes longer than `after` seconds: an
+    agent that ignores SIGTERM keeps retain and pause waiting for the whole stop grace, and
+    the operator hears what it waits for instead of nothing."""
+    timer = threading.Timer(after, lambda: print(f"laneboard: {line}", file=sys.stderr, flush=True))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()

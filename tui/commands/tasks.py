@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from laneboard.core.domain.errors import LaneboardError, UsageError, WaitTimeout
 from laneboard.core.domain.models import Task, TaskState
 from laneboard.tui.commands.common import (
+    STOPPING,
     here_or_all,
     print_notes,
     print_output,
     print_wait,
     repo_arg,
     report,
+    said_if_slow,
 )
 from laneboard.tui.root import open_service
 
@@ -205,7 +207,10 @@ def _each_or_one(
     if args.all == bool(args.name):
         raise UsageError("name a task or give --all")
     if args.name:
-        done = act(service)(repo_arg(args), args.name)
+        with said_if_slow(
+            f"{args.name}: {STOPPING}" if verb == "paused" else f"{args.name}: starting"
+        ):
+            done = act(service)(repo_arg(args), args.name)
         return report(args, done, f"{verb}" if done.changed else f"already {verb}; nothing to do")
     _, found = here_or_all(args, lambda at: service.each(at, states))
     failed = 0
