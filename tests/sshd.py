@@ -19,9 +19,12 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT, CliResult
+import pytest
+
+from tests.conftest import REPO_ROOT, CliResult, run_cli
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 DEADLINE = 20.0
@@ -163,3 +166,33 @@ class Remote:
 
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, check=False)
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Iterator[Remote]:
+    """A host named `build`: its sshd started, its laneboard configured (`host add`)."""
+    from laneboard.core.adapters.ssh import control_dir
+
+    sshd = Sshd(tmp_path / "sshd")
+    sshd.start()
+    host = Remote(tmp_path / "host", sshd)
+    added = run_cli(
+        "host",
+        "add",
+        "build",
+        "remote",
+        "--ssh-config",
+        str(sshd.config),
+        "--laneboard",
+        str(host.wrapper),
+        cwd=tmp_path,
+    )
+    assert added.code == 0, added.err
+    try:
+        yield host
+    finally:
+        host.close()
+        sshd.stop()
+        sockets = control_dir(Path(os.environ["LANEBOARD_HOME"]))
+        if not sockets.is_relative_to(tmp_path):
+            shutil.rmtree(sockets, ignore_errors=True)

@@ -12,7 +12,7 @@ import signal
 import sqlite3
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,9 @@ import pytest
 
 from laneboard import __version__
 from tests.conftest import FAKE, git, make_repo, run_cli
-from tests.sshd import Remote, Sshd
+from tests.sshd import Remote, remote
+
+__all__ = ["remote"]  # the fixture
 
 pytestmark = pytest.mark.tmux
 
@@ -36,36 +38,6 @@ def eventually(check: Callable[[], Any], what: str) -> Any:
         if time.monotonic() > end:
             raise AssertionError(f"{what}: not within {DEADLINE}s (last answer {found!r})")
         time.sleep(0.05)
-
-
-@pytest.fixture
-def remote(tmp_path: Path) -> Iterator[Remote]:
-    """A host named `build`: its sshd started, its laneboard configured (`host add`)."""
-    from laneboard.core.adapters.ssh import control_dir
-
-    sshd = Sshd(tmp_path / "sshd")
-    sshd.start()
-    host = Remote(tmp_path / "host", sshd)
-    added = run_cli(
-        "host",
-        "add",
-        "build",
-        "remote",
-        "--ssh-config",
-        str(sshd.config),
-        "--laneboard",
-        str(host.wrapper),
-        cwd=tmp_path,
-    )
-    assert added.code == 0, added.err
-    try:
-        yield host
-    finally:
-        host.close()
-        sshd.stop()
-        sockets = control_dir(Path(os.environ["LANEBOARD_HOME"]))
-        if not sockets.is_relative_to(tmp_path):
-            shutil.rmtree(sockets, ignore_errors=True)
 
 
 def lb(*args: str, cwd: Path) -> Any:
