@@ -5,7 +5,9 @@ Everything is made in the test's temporary directory: the server's host key, the
 it authorizes, the client's ssh config file (passed as `ssh -F`, so neither `~/.ssh` nor
 `/etc/ssh/ssh_config` is read) with a known-hosts file that holds exactly the server's key, and
 a wrapper that runs laneboard on the "host" with its own `HOME`, `LANEBOARD_HOME`, git config
-and tmux socket (sshd gives a session the login's environment, not the test's).
+and tmux socket (sshd gives a session the login's environment, not the test's). The login's
+shell does not read its rc files (`SetEnv SHLVL=1`): on the development machine root's
+`.bashrc` runs `pyenv rehash`, which waits on a lock other processes hold.
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ class Sshd:
             "StrictModes no\nUsePAM no\nPasswordAuthentication no\n"
             "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
             "LogLevel ERROR\nMaxStartups 100\nMaxSessions 100\n"
+            # bash started by sshd reads the login's ~/.bashrc unless it is not a top-level
+            # shell: the test's commands must not run (or wait on) the account's own rc files.
+            "SetEnv SHLVL=1\n"
         )
         host_key = (where / "host_key.pub").read_text().split()
         (where / "known_hosts").write_text(f"[127.0.0.1]:{self.port} {host_key[0]} {host_key[1]}\n")
