@@ -20,6 +20,7 @@ import pytest
 
 from laneboard import __version__
 from tests.conftest import FAKE, git, make_repo, run_cli
+from tests.e2e.test_json_schema import check
 from tests.sshd import Remote, remote
 
 __all__ = ["remote"]  # the fixture
@@ -62,7 +63,9 @@ def ledger_rows(home: Path) -> list[Any]:
 
 
 def test_host_add_ls_and_check_say_what_the_host_has(tmp_path: Path, remote: Remote) -> None:
-    hosts = json.loads(lb("host", "ls", "--json", cwd=tmp_path).out)["hosts"]
+    listing = json.loads(lb("host", "ls", "--json", cwd=tmp_path).out)
+    check("host-ls", listing)
+    hosts = listing["hosts"]
     assert [(h["name"], h["destination"], h["laneboard"]) for h in hosts] == [
         ("build", "remote", str(remote.wrapper))
     ]
@@ -70,6 +73,7 @@ def test_host_add_ls_and_check_say_what_the_host_has(tmp_path: Path, remote: Rem
     assert (again.code, again.err.count("\n")) == (1, 1) and "configured already" in again.err
 
     checked = lb("host", "check", "build", "--agent", "claude", "--json", cwd=tmp_path)
+    check("host-check", json.loads(checked.out))
     tools = {t["name"]: t for t in json.loads(checked.out)["tools"]}
     assert tools["laneboard"]["found"] == f"laneboard {__version__}"
     assert tools["laneboard"]["problem"] is None
@@ -157,6 +161,7 @@ def test_a_host_that_stops_answering_makes_its_tasks_unreachable_then_back(
     assert "unreachable (provisioned" in line
     assert "laneboard: host build (remote) unreachable:" in result.err
     document = listed(tmp_path)
+    check("ls-hosts", json.loads(lb("ls", "--json", cwd=tmp_path).out))
     assert document["build:t"]["state"] == "unreachable"
     assert document["build:t"]["last_state"] == "provisioned"
     assert document["mine"]["state"] == "provisioned"  # this machine's tasks are as they were
