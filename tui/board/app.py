@@ -215,6 +215,7 @@ class BoardApp(App[None]):
         self.remote_rows: list[Row] = []
         """The hosts' tasks at their last answer (`board.hosts`)."""
         self.hosts: HostsPoller | None = None
+        self._hosts_seen = False
         self.config = service.board_config()
         self._preview_for: str | None = None
         self._preview_text = ""
@@ -288,7 +289,12 @@ class BoardApp(App[None]):
             self.run_feed()
             self.set_interval(PREVIEW_EVERY, self._tick_preview)
             self.set_interval(AGES_EVERY, self._tick_ages)
-            if self.service.hosts():
+            try:
+                hosts = self.service.hosts()
+            except LaneboardError as err:  # a bad [hosts.*] table: said, the board goes on
+                self.notify(str(err), severity="error", timeout=10)
+                hosts = []
+            if hosts:
                 self.hosts = HostsPoller(self.service, self._post_hosts)
                 self.run_hosts()
 
@@ -328,6 +334,12 @@ class BoardApp(App[None]):
             self._arrange()
             if update is not None and not update.error:
                 self._paint_header(update)
+        if self._hosts_seen:  # what a host's task started asking for since the last answer
+            self._tell_new()
+        else:  # the first answer: what was there already is not news
+            self.attention.update({r.task_id: frozenset(r.needs) for r in self.remote_rows})
+            self._hosts_seen = True
+        self._set_title()
 
     def on_unmount(self) -> None:
         """However the app ends (quit, an error, a test leaving), the feed thread stops and
