@@ -137,6 +137,8 @@ def forward(host: str, args: argparse.Namespace, words: Sequence[str]) -> int:
             sent.append(refs.pop(word))
         else:
             sent.append(word)
+    if args.command == "ls" and "--local" not in sent:
+        sent.append("--local")  # the host's own tasks: never its hosts' (no loops)
     if not getattr(args, "repo", None) and _task_refs(args):
         root = service.remote_repo(host, split_task(_task_refs(args)[0])[1])
         if root is not None:
