@@ -151,9 +151,12 @@ class HostCommands(ServicePart):
         if not hosts:
             return []
         with ThreadPoolExecutor(max_workers=min(8, len(hosts))) as pool:
-            return list(pool.map(lambda h: self._tasks_of(h, include_retired), hosts))
+            return list(
+                pool.map(lambda h: self.tasks_of(h, include_retired=include_retired), hosts)
+            )
 
-    def _tasks_of(self, host: Host, include_retired: bool) -> HostTasks:
+    def tasks_of(self, host: Host, *, include_retired: bool = False) -> HostTasks:
+        """One host's tasks: fresh when it answers (and kept), else the last answer kept."""
         store = AnswerStore(state_dir())
         words = ["ls", "--local", *(["--all"] if include_retired else [])]
         try:

@@ -55,21 +55,39 @@ SHOWN = {"review": ["review", "--patch"], "log": ["log"], "show": ["show"]}
 
 
 class HostsPoller:
-    """Asks every host for its tasks every `HOSTS_EVERY` seconds until stopped; hands each
-    answer to `post` (called on the poller's thread)."""
+    """Asks each host for its tasks every `HOSTS_EVERY` seconds, each on a thread of its own
+    (a host that does not answer holds only its own rows, for up to its connect timeout), until
+    stopped; hands every host's latest answer to `post` (called on a poller's thread)."""
 
     def __init__(self, service: Any, post: Callable[[list[HostTasks]], None]) -> None:
         self.service = service
         self.post = post
         self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._answers: dict[str, HostTasks] = {}
 
     def run(self) -> None:
+        try:
+            hosts = self.service.hosts()
+        except LaneboardError:
+            return  # a broken config: the board said so when it started
+        threads = [threading.Thread(target=self._poll, args=(h,), daemon=True) for h in hosts]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def _poll(self, host: Any) -> None:
         while not self._stop.is_set():
             try:
-                answers = self.service.host_tasks()
-            except LaneboardError:
-                answers = None  # a broken config: the board's own rows stay as they are
-            if answers is not None and not self._stop.is_set():
+                answer = self.service.tasks_of(host)
+            except (LaneboardError, OSError):  # the control directory: try again next time
+                self._stop.wait(HOSTS_EVERY)
+                continue
+            with self._lock:
+                self._answers[host.name] = answer
+                answers = [self._answers[name] for name in sorted(self._answers)]
+            if not self._stop.is_set():
                 self.post(answers)
             self._stop.wait(HOSTS_EVERY)
 
