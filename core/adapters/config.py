@@ -195,7 +195,8 @@ class Settings:
     checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)
     hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
     """`[hosts.<name>]`: other machines that run tasks over ssh (`ssh`, `ssh_config`,
-    `laneboard`, `connect_timeout`, `timeout`); read by `core.adapters.hosts`, docs/hosts.md."""
+    `laneboard`, `connect_timeout`, `timeout`, `poll`); read by `core.adapters.hosts`
+    (docs/hosts.md)."""
 
 
 def home() -> Path | None:

@@ -30,6 +30,7 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "laneboard": str,
     "connect_timeout": (int, float),
     "timeout": (int, float),
+    "poll": (int, float),
 }
 
 
@@ -47,7 +48,7 @@ def _host(name: str, table: dict[str, Any]) -> Host:
             raise ConfigError(f"{where}.{key}: {given!r} is not a {_kind(key)}")
     if not table.get("ssh"):
         raise ConfigError(f"{where}.ssh: required (the ssh destination, user@host or an alias)")
-    for key in ("connect_timeout", "timeout"):
+    for key in ("connect_timeout", "timeout", "poll"):
         if key in table and not table[key] > 0:
             raise ConfigError(f"{where}.{key}: must be more than 0 seconds")
     return Host(
@@ -57,6 +58,7 @@ def _host(name: str, table: dict[str, Any]) -> Host:
         laneboard=table.get("laneboard") or "laneboard",
         connect_timeout=float(table.get("connect_timeout", Host.connect_timeout)),
         timeout=float(table.get("timeout", Host.timeout)),
+        poll=float(table.get("poll", Host.poll)),
     )
 
 

@@ -58,6 +58,8 @@ class Host:
     """Seconds to wait for the connection to open before the host is unreachable."""
     timeout: float = 60.0
     """Seconds a read (`ls --json`) may take there before the host is called unreachable."""
+    poll: float = 2.0
+    """Seconds between the board's looks at the host's tasks (each one `ls --json` there)."""
 
 
 def check_host_name(name: str) -> None:

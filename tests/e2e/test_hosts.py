@@ -210,3 +210,19 @@ def test_a_refusal_on_the_host_is_the_same_line_and_exit_here(
     assert ledger_rows(home) == before
     mixed = lb("wait", "build:a", "other:b", cwd=tmp_path)
     assert (mixed.code, mixed.err) == (2, "laneboard: one host per command: build, other\n")
+
+
+def test_a_bad_host_table_is_refused_naming_the_file_and_field(tmp_path: Path) -> None:
+    home = Path(os.environ["LANEBOARD_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text('[hosts.b]\nssh = "me@b"\npoll = 0\n')
+    result = lb("host", "ls", cwd=tmp_path)
+    assert (result.code, result.err) == (
+        1,
+        f"laneboard: {home / 'config.toml'}: field hosts.b.poll: must be more than 0 seconds\n",
+    )
+    (home / "config.toml").write_text('[hosts.b]\nssh = "me@b"\nport = 22\n')
+    assert "field hosts.b.port: unknown" in lb("host", "ls", cwd=tmp_path).err
+    assert lb("host", "add", "local", "x", cwd=tmp_path).err == (
+        "laneboard: host name 'local' is reserved: it is this machine\n"
+    )

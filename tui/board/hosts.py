@@ -2,9 +2,9 @@
 marked with their host (`build:fix-login`), `unreachable` while their host does not answer, and
 the board's actions on them sent to that laneboard.
 
-The poller asks every host at once (`Service.host_tasks`, one `ls --json` per host over its one
-ssh connection) every `HOSTS_EVERY` seconds on a thread of its own, so a slow or silent host
-never holds the board's feed, its local rows or its keys. A row of a remote task holds a task
+The poller asks each host (one `ls --json` over its one ssh connection) every `poll` seconds of
+that host (2 by default), each on a thread of its own, so a slow or silent host never holds the
+board's feed, its local rows, its keys or another host's rows. A row of a remote task holds a task
 value rebuilt from the host's JSON: it is for showing only; every action on it is a command of
 the host's laneboard, never a local operation.
 """
@@ -32,7 +32,7 @@ from laneboard.tui.board.rows import Row, ago
 from laneboard.tui.board.screens import Box, Dialog
 
 HOSTS_EVERY = 2.0
-"""Seconds between two looks at every host (each is one `ls --json` over its connection)."""
+"""Seconds between two looks at a host that cannot be read (a host's own: its `poll`)."""
 
 ACTIONS: dict[str, tuple[list[str], str]] = {
     "pause": (["pause"], "paused"),
@@ -55,7 +55,7 @@ SHOWN = {"review": ["review", "--patch"], "log": ["log"], "show": ["show"]}
 
 
 class HostsPoller:
-    """Asks each host for its tasks every `HOSTS_EVERY` seconds, each on a thread of its own
+    """Asks each host for its tasks every `poll` seconds of its own, each on a thread of its own
     (a host that does not answer holds only its own rows, for up to its connect timeout), until
     stopped; hands every host's latest answer to `post` (called on a poller's thread)."""
 
@@ -89,7 +89,7 @@ class HostsPoller:
                 answers = [self._answers[name] for name in sorted(self._answers)]
             if not self._stop.is_set():
                 self.post(answers)
-            self._stop.wait(HOSTS_EVERY)
+            self._stop.wait(host.poll)
 
     def stop(self) -> None:
         self._stop.set()

@@ -77,6 +77,7 @@ def _host_json(host: Any) -> dict[str, Any]:
         "laneboard": host.laneboard,
         "connect_timeout": host.connect_timeout,
         "timeout": host.timeout,
+        "poll": host.poll,
     }
 
 
