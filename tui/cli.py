@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from laneboard.core.domain.channel import CALLER_ENV, refused
 from laneboard.core.domain.errors import LaneboardError
-from laneboard.tui.commands import handlers, lanes
+from laneboard.tui.commands import handlers, hosts, lanes
 from laneboard.tui.root import close_all, open_service
 
 if TYPE_CHECKING:
@@ -226,6 +226,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         args = build(handlers(), words).parse_args(words)
         channel = _inside()
+        host = hosts.remote(args)
+        if host is not None:
+            if channel is not None or caller:
+                raise LaneboardError(f"commands on host {host} are refused from a task's sandbox")
+            return hosts.forward(host, args, words)
         if channel is not None:
             return _through_channel(channel, args, list(words))
         if caller:

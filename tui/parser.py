@@ -29,6 +29,9 @@ def _add_command(
     if declared.json:
         parser.add_argument("--json", action="store_true", help="print JSON (docs/cli.md)")
     parser.add_argument("--repo", metavar="PATH", default=argparse.SUPPRESS, help="the repository")
+    parser.add_argument(
+        "--host", metavar="NAME", default=argparse.SUPPRESS, help="run it on this host (hosts.md)"
+    )
     group = parser.add_mutually_exclusive_group(required=True) if declared.one_of else None
     for arg in declared.args:
         target = group if group is not None and arg.name in declared.one_of else parser

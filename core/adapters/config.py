@@ -193,6 +193,10 @@ class Settings:
     board: BoardSettings = field(default_factory=BoardSettings)
     delegation: DelegationSettings = field(default_factory=DelegationSettings)
     checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)
+    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """`[hosts.<name>]`: other machines that run tasks over ssh (`ssh`, `ssh_config`,
+    `laneboard`, `connect_timeout`, `timeout`, `poll`); read by `core.adapters.hosts`
+    (docs/hosts.md)."""
 
 
 def home() -> Path | None:
@@ -501,9 +505,28 @@ def save_user_value(key: str, text: str) -> Path:
             break
     else:
         lines.insert(0, setting)
+    return _replace_user_file(path, "".join(lines))
+
+
+def save_user_table(name: str, values: dict[str, Any]) -> Path:
+    """Add the table `[name]` with `values` (strings and numbers) at the end of the user's
+    `config.toml`, keeping every other line as it is; refused when the table is there already.
+    The result must still be valid settings, or nothing is written."""
+    path = config_dir() / USER_CONFIG_NAME
+    text = _read_text(path) or ""
+    header = f"[{name}]"
+    if any(line.strip() == header for line in text.splitlines()):
+        raise ConfigError(f"{path}: {header} is there already")
+    lines = [header, *(f"{key} = {json.dumps(given)}" for key, given in values.items())]
+    separator = "" if not text else "\n" if text.endswith("\n") else "\n\n"
+    return _replace_user_file(path, text + separator + "\n".join(lines) + "\n")
+
+
+def _replace_user_file(path: Path, content: str) -> Path:
+    """Write `content` as the user's config file, atomically, once it validates. A symlinked
+    file is written where it links to, with the mode it had."""
     import tomllib
 
-    content = "".join(lines)
     try:
         validate(tomllib.loads(content), str(path))
     except tomllib.TOMLDecodeError as err:

@@ -70,6 +70,7 @@ from laneboard.core.domain.views import (
 )
 from laneboard.core.service.agents import AgentCommands
 from laneboard.core.service.delegation import DelegationCommands
+from laneboard.core.service.hosts import HostCommands
 from laneboard.core.service.parts import OnOutput, OnWait, RepoRef
 from laneboard.core.service.queue import QueueCommands
 from laneboard.core.service.review import ReviewCommands
@@ -120,7 +121,14 @@ class NewRequest:
     notes: tuple[str, ...]
 
 
-class Service(AgentCommands, ReviewCommands, DelegationCommands, QueueCommands, ReviewLoopCommands):
+class Service(
+    AgentCommands,
+    ReviewCommands,
+    DelegationCommands,
+    QueueCommands,
+    ReviewLoopCommands,
+    HostCommands,
+):
     """laneboard's operations and reads over one ledger file.
 
     `actor` is written into the journal with every change (cli, tui, hook); `runtime` is the

@@ -240,6 +240,7 @@ COMMANDS: tuple[Command, ...] = (
         (
             Arg("--all", "include retired tasks", "flag"),
             Arg("--children", "only the tasks below this one", "option", "TASK"),
+            Arg("--local", "only this machine's tasks, not its hosts' (docs/hosts.md)", "flag"),
         ),
     ),
     Command(
@@ -425,6 +426,34 @@ COMMANDS: tuple[Command, ...] = (
         one_of=("--lane", "--root"),
     ),
     Command("lanes", "show every lane: running and waiting leases, slots", palette="Lanes"),
+    Command(
+        "host",
+        "other machines that run tasks over ssh: add, ls, check (docs/hosts.md)",
+        (
+            Arg("action", "add, ls or check"),
+            Arg("names", "add: NAME DESTINATION; check: NAME", "any"),
+            Arg(
+                "--ssh-config",
+                "add: the ssh config file ssh reads instead of yours (ssh -F)",
+                "option",
+                "FILE",
+                dest="ssh_config",
+            ),
+            Arg(
+                "--laneboard",
+                "add: the command that runs laneboard on the host (default: laneboard)",
+                "option",
+                "CMD",
+                dest="laneboard_command",
+            ),
+            Arg(
+                "--agent",
+                "check: the agent profile whose program to look for (default: agents.default)",
+                "option",
+                "PROFILE",
+            ),
+        ),
+    ),
     Command(
         "shims",
         "(re)write a task's lane shims (lanes.wrap); print the bin dir",

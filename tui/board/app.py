@@ -40,6 +40,16 @@ from laneboard.themes import DEFAULT, register
 from laneboard.themes import names as theme_names
 from laneboard.tui.board.alerts import Alerts
 from laneboard.tui.board.feed import Feed, Update
+from laneboard.tui.board.hosts import (
+    ACTIONS,
+    ASKED,
+    SHOWN,
+    HostConfirmScreen,
+    HostsPoller,
+    HostTextScreen,
+    board_rows,
+    run_on_host,
+)
 from laneboard.tui.board.rows import Filter, Row, agent_states, arrange, rows
 from laneboard.tui.board.screens import (
     CancelScreen,
@@ -201,6 +211,11 @@ class BoardApp(App[None]):
         """Tasks whose agent finished a turn the operator has not looked at yet."""
         self.busy: dict[str, Any] = {}
         self.feed: Feed | None = None
+        self.all_rows: list[Row] = []
+        self.remote_rows: list[Row] = []
+        """The hosts' tasks at their last answer (`board.hosts`)."""
+        self.hosts: HostsPoller | None = None
+        self._hosts_seen = False
         self.config = service.board_config()
         self._preview_for: str | None = None
         self._preview_text = ""
@@ -274,6 +289,14 @@ class BoardApp(App[None]):
             self.run_feed()
             self.set_interval(PREVIEW_EVERY, self._tick_preview)
             self.set_interval(AGES_EVERY, self._tick_ages)
+            try:
+                hosts = self.service.hosts()
+            except LaneboardError as err:  # a bad [hosts.*] table: said, the board goes on
+                self.notify(str(err), severity="error", timeout=10)
+                hosts = []
+            if hosts:
+                self.hosts = HostsPoller(self.service, self._post_hosts)
+                self.run_hosts()
 
     def _binding_ids(self) -> set[str]:
         from laneboard.tui.board.review import ReviewScreen
@@ -292,11 +315,39 @@ class BoardApp(App[None]):
         assert self.feed is not None
         self.feed.run()
 
+    @work(thread=True, exclusive=True, group="hosts", exit_on_error=False)
+    def run_hosts(self) -> None:
+        assert self.hosts is not None
+        self.hosts.run()
+
+    def _post_hosts(self, answers: list[Any]) -> None:
+        """Called on the hosts' thread: their tasks, to the UI thread."""
+        if self.is_running:
+            with contextlib.suppress(RuntimeError):
+                self.call_from_thread(self._apply_hosts, answers)
+
+    def _apply_hosts(self, answers: list[Any]) -> None:
+        self.remote_rows = board_rows(answers, self.clock())
+        update = self.update_
+        self.all_rows = [*(r for r in self.all_rows if r.host is None), *self.remote_rows]
+        with self.batch_update():
+            self._arrange()
+            if update is not None and not update.error:
+                self._paint_header(update)
+        if self._hosts_seen:  # what a host's task started asking for since the last answer
+            self._tell_new()
+        else:  # the first answer: what was there already is not news
+            self.attention.update({r.task_id: frozenset(r.needs) for r in self.remote_rows})
+            self._hosts_seen = True
+        self._set_title()
+
     def on_unmount(self) -> None:
         """However the app ends (quit, an error, a test leaving), the feed thread stops and
         every wait for a lane is cancelled: no thread outlives the board."""
         if self.feed is not None:
             self.feed.stop()
+        if self.hosts is not None:
+            self.hosts.stop()
         for cancel in list(self.busy.values()):
             cancel.cancel()
 
@@ -320,7 +371,7 @@ class BoardApp(App[None]):
         states = agent_states(boards)
         self.unseen = unseen_turns(self.unseen, self.agents, states)
         self.agents = states
-        self.all_rows = rows(boards, update.radar, now, self.unseen)
+        self.all_rows = [*rows(boards, update.radar, now, self.unseen), *self.remote_rows]
         with self.batch_update():
             self._arrange()
             self._paint_header(update)
@@ -476,7 +527,8 @@ class BoardApp(App[None]):
         self.unseen = seen(self.unseen, task_id)
         if self.update_ is not None and not self.update_.error:
             update = self.update_
-            self.all_rows = rows(update.snapshot.repos, update.radar, self.clock(), self.unseen)
+            local = rows(update.snapshot.repos, update.radar, self.clock(), self.unseen)
+            self.all_rows = [*local, *self.remote_rows]
             self.attention = {row.task_id: frozenset(row.needs) for row in self.all_rows}
             with self.batch_update():
                 self._arrange()
@@ -515,7 +567,8 @@ class BoardApp(App[None]):
         update (pure, cheap), and only rows whose text changed are repainted."""
         if self.update_ is not None and not self.update_.error:
             now = self.clock()
-            self.all_rows = rows(self.update_.snapshot.repos, self.update_.radar, now, self.unseen)
+            local = rows(self.update_.snapshot.repos, self.update_.radar, now, self.unseen)
+            self.all_rows = [*local, *self.remote_rows]
             with self.batch_update():
                 self._arrange()
                 self._paint_lanes(self.update_.snapshot.repos, now)
@@ -524,6 +577,8 @@ class BoardApp(App[None]):
     def load_preview(self, row: Row) -> None:
         lines = max(8, min(self.config.preview_lines, self.preview.size.height or 200))
         try:
+            if row.host is not None:
+                raise LaneboardError(f"a task of host {row.host}: a attaches to its pane (ssh)")
             screen = self.service.screen(row.task_id, lines=lines)
         except LaneboardError as err:
             screen = f"({err})"
@@ -541,6 +596,14 @@ class BoardApp(App[None]):
     @work(thread=True, exclusive=True, group="journal", exit_on_error=False)
     def load_journal(self, row: Row | None) -> None:
         if row is None:
+            return
+        if row.host is not None:
+            try:
+                said = run_on_host(self.service, row.host, self._host_words(row, "log"))
+            except LaneboardError as err:
+                said = str(err)
+            tail = "\n".join(said.rstrip("\n").splitlines()[-10:])
+            self.call_from_thread(self.journal.update, Text(tail), layout=False)
             return
         try:
             _task, events = self.service.log(row.repo_id, row.task_id)
@@ -575,6 +638,9 @@ class BoardApp(App[None]):
             return
         if row is None:
             self.notify("no task selected", severity="warning")
+            return
+        if row.host is not None:
+            self._on_host(name, row)
             return
         service, ref, task = self.service, (row.repo_id, row.task_id), row.view.task
         if name == "attach":
@@ -613,6 +679,64 @@ class BoardApp(App[None]):
             self._act("rewind", row, lambda c: self._rewind(row), "rewound")
         elif name == "checkpoints":
             self._act("checkpoints", row, lambda c: self._checkpoints(row), "checkpoints")
+
+    def _host_words(self, row: Row, *verb: str) -> list[str]:
+        """The host's command line for `verb` on the task of `row` (named as the host knows
+        it, in its repository there)."""
+        name = row.view.task.name.split(":", 1)[1]
+        return ["--repo", row.view.repo.root, *verb, name]
+
+    def _on_host(self, name: str, row: Row) -> None:
+        """A board action on a host's task: its laneboard's command, run over ssh (a worker);
+        its refusal shown as the same line the command line prints."""
+        host = row.host
+        assert host is not None
+        if name in ("attach", "shell"):
+            self.suspended = True
+            try:
+                with self.suspend():
+                    words = self._host_words(row, name)
+                    self.service.on_host(host, words, tty=True, out=None, err=None)
+            except LaneboardError as err:
+                self.notify(str(err), severity="error")
+            finally:
+                self.suspended = False
+        elif name == "send":
+
+            def send(got: object) -> None:
+                if isinstance(got, tuple):
+                    text, idle = got
+                    words = [*self._host_words(row, "send"), text, *(["--when-idle"] * idle)]
+                    self._act("send", row, lambda c: run_on_host(self.service, host, words), "sent")
+
+            self.push_screen(PromptScreen(row.name), send)
+        elif name in ACTIONS:
+            verb, done = ACTIONS[name]
+            words = self._host_words(row, *verb)
+
+            def run(go: object = True) -> None:
+                if go is True:
+                    self._act(name, row, lambda c: run_on_host(self.service, host, words), done)
+
+            if name in ASKED:
+                self.push_screen(HostConfirmScreen(name, row.name, host), run)
+            else:
+                run()
+        elif name in SHOWN:
+            self._show_from_host(row, SHOWN[name])
+        else:
+            self.notify(f"not from the board on a host's task: `laneboard {name} {row.name}`")
+
+    @work(thread=True, exit_on_error=False)
+    def _show_from_host(self, row: Row, verb: list[str]) -> None:
+        assert row.host is not None
+        try:
+            said = run_on_host(self.service, row.host, self._host_words(row, *verb))
+        except LaneboardError as err:
+            self.call_from_thread(self.notify, str(err), severity="error")
+            return
+        title = f"{' '.join(verb[:1])} of {row.name}"
+        self.call_from_thread(self.push_screen, HostTextScreen(title, said))
 
     def _rewind(self, row: Row) -> Any:
         """Back to the checkpoint before the newest; the note says how to undo it."""

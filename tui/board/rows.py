@@ -198,6 +198,8 @@ class Row:
     search: str = field(repr=False, default="")
     needs: tuple[Attention, ...] = ()
     """Every kind of attention it asks for, most urgent first (`attention` is the first)."""
+    host: str | None = None
+    """The host whose laneboard runs it (docs/hosts.md); None on this machine."""
 
     def key(self) -> tuple[int, float, str]:
         """Needs-you first, then the newest task first: a task does not move while it is

@@ -13,10 +13,10 @@ if TYPE_CHECKING:
 
 def handlers() -> dict[str, Handler]:
     """Every command's handler by its name (`core.service.commands` declares the commands)."""
-    from laneboard.tui.commands import cleanup, integrate, lanes, tasks, views
+    from laneboard.tui.commands import cleanup, hosts, integrate, lanes, tasks, views
 
     found: dict[str, Handler] = {}
-    for group in (tasks, views, cleanup, lanes, integrate):
+    for group in (tasks, views, cleanup, lanes, integrate, hosts):
         for name in dir(group):
             if name.startswith("cmd_"):
                 found[name.removeprefix("cmd_")] = getattr(group, name)

@@ -38,6 +38,10 @@ def cmd_ls(args: argparse.Namespace) -> int:
         return 0
     try:
         where, views = here_or_all(args, lambda at: service.tasks(at, include_retired=args.all))
+        if where is None and not args.local and service.hosts():
+            from laneboard.tui.commands.hosts import list_with_hosts
+
+            return list_with_hosts(args, service, views, lambda v: _print_tasks(v, None))
     except NotRegistered as err:
         # Listing an unregistered repo is not an error: it simply has no tasks yet.
         if args.json:

@@ -1,0 +1,229 @@
+"""The service's hosts (docs/hosts.md): other machines whose tasks this laneboard shows and
+drives, mixed into `Service` so the command line and the board call the same methods.
+
+laneboard runs on each host with its own ledger, the truth for that host's tasks. Every
+operation on a remote task is that laneboard's command, run over the host's one multiplexed ssh
+connection (`core.adapters.ssh`); reads ask it for `--json` and the local side only aggregates.
+Nothing local is changed because of a remote task or a remote failure: a host that does not
+answer makes its tasks `unreachable`, shown from the last answer kept (`AnswerStore`), and its
+own refusals come back as the same one line with a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from laneboard import __version__
+from laneboard.core.adapters.config import load_settings, state_dir
+from laneboard.core.adapters.hosts import AnswerStore, find_host, load_hosts, save_host
+from laneboard.core.adapters.ssh import Connection
+from laneboard.core.domain.agents import profiles
+from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.hosts import (
+    Host,
+    HostCheck,
+    HostTasks,
+    RemoteTask,
+    Tool,
+    Unreachable,
+    check_host_name,
+    parse_check,
+    refusal,
+)
+from laneboard.core.domain.values import replace
+from laneboard.core.service.parts import ServicePart
+
+Sink = Callable[[bytes], None]
+
+TOOLS = (
+    ("laneboard", "every operation there (the same version as here)"),
+    ("git", "worktrees, review and finalize (2.38 or newer)"),
+    ("tmux", "the agents' panes"),
+    ("bwrap", "confinement of agents (without it they run unconfined, or not at all)"),
+)
+
+
+class HostCommands(ServicePart):
+    """`host add/ls/check`, commands forwarded to a host's laneboard, and its tasks."""
+
+    _connections: dict[str, Connection]
+    _connections_lock = threading.Lock()
+
+    def hosts(self) -> list[Host]:
+        """Every configured host, by name."""
+        return list(load_hosts().values())
+
+    def host(self, name: str) -> Host:
+        """The configured host `name` (`UnknownHost` names the known ones)."""
+        return find_host(name)
+
+    def add_host(
+        self,
+        name: str,
+        destination: str,
+        *,
+        ssh_config: str | None = None,
+        laneboard: str | None = None,
+    ) -> Host:
+        """Configure a host (nothing is run there: `check_host` says what it has). An ssh
+        config file is kept as its absolute path and must exist."""
+        check_host_name(name)
+        if not destination or destination.startswith("-") or any(c.isspace() for c in destination):
+            raise LaneboardError(f"destination {destination!r}: user@host or an ssh config alias")
+        config = None
+        if ssh_config is not None:
+            path = Path(ssh_config).expanduser().absolute()
+            if not path.is_file():
+                raise LaneboardError(f"--ssh-config {ssh_config}: no such file")
+            config = str(path)
+        host = Host(name, destination, config, laneboard or Host.laneboard)
+        save_host(host)
+        return host
+
+    def connection(self, host: Host) -> Connection:
+        """The host's connection, one per host in this process (its master shared by every
+        laneboard process on this machine through the control socket)."""
+        with self._connections_lock:
+            if not hasattr(self, "_connections"):
+                self._connections = {}
+            found = self._connections.get(host.name)
+            if found is None or found.host != host:
+                found = Connection(host, state_dir())
+                self._connections[host.name] = found
+            return found
+
+    def check_host(self, name: str, agent: str | None = None) -> HostCheck:
+        """What the host has of what laneboard needs there: laneboard itself (its version), git,
+        tmux, bwrap and the agent's program (`agent`: a profile name, default agents.default;
+        its program as this machine's profiles name it)."""
+        host = self.host(name)
+        program = self._agent_program(agent)
+        wanted = [*TOOLS, (f"agent:{program}", "the agent the tasks run")]
+        probe = _probe(host.laneboard, program)
+        try:
+            done = self.connection(host).run_shell(probe)
+        except Unreachable as err:
+            return HostCheck(host, False, (), str(err))
+        tools = parse_check(done.stdout.decode(errors="replace"), wanted)
+        tools = tuple(_same_version(tool) for tool in tools)
+        return HostCheck(host, True, tools)
+
+    def _agent_program(self, agent: str | None) -> str:
+        agents = load_settings(None).agents
+        known = profiles(agents.profiles)
+        name = agent or agents.default
+        if name not in known:
+            raise LaneboardError(f"no agent profile named {name!r} (known: {', '.join(known)})")
+        return known[name].command[0]
+
+    def on_host(self, name: str, words: Sequence[str], *, tty: bool, out: Sink, err: Sink) -> int:
+        """Run `laneboard WORDS` on the host as if here: its output passed on as it comes, its
+        exit code returned (a refusal there is its one line and exit 1 here too)."""
+        return self.connection(self.host(name)).forward(words, tty=tty, out=out, err=err)
+
+    def ask_host(self, name: str, words: Sequence[str]) -> dict[str, Any]:
+        """The JSON document `laneboard WORDS --json` prints on the host; its refusal is raised
+        here as the same `LaneboardError` (one line, its details, its exit code)."""
+        host = self.host(name)
+        done = self.connection(host).run([*words, "--json"])
+        if done.returncode != 0:
+            line, details = refusal(done.stderr.decode(errors="replace"))
+            error = LaneboardError(f"{name}: {line}", details=details)
+            error.exit_code = done.returncode
+            raise error
+        try:
+            document: dict[str, Any] = json.loads(done.stdout)
+        except ValueError:
+            raise LaneboardError(f"{name}: its laneboard answered something not JSON") from None
+        return document
+
+    def host_tasks(self, *, include_retired: bool = False) -> list[HostTasks]:
+        """Every host's tasks, asked of all hosts at once: fresh from each host that answers
+        (and kept), else the last answer kept, every task of it `unreachable`."""
+        hosts = self.hosts()
+        if not hosts:
+            return []
+        with ThreadPoolExecutor(max_workers=min(8, len(hosts))) as pool:
+            return list(
+                pool.map(lambda h: self.tasks_of(h, include_retired=include_retired), hosts)
+            )
+
+    def tasks_of(self, host: Host, *, include_retired: bool = False) -> HostTasks:
+        """One host's tasks: fresh when it answers (and kept), else the last answer kept."""
+        store = AnswerStore(state_dir())
+        words = ["ls", "--local", *(["--all"] if include_retired else [])]
+        try:
+            document = self.ask_host(host.name, words)
+            tasks = document.get("tasks")
+            if not isinstance(tasks, list):
+                raise LaneboardError(f"{host.name}: its laneboard's `ls --json` has no tasks")
+        except LaneboardError as err:
+            kept, seen = store.load(host.name)
+            remote = tuple(RemoteTask(host.name, t, reachable=False) for t in kept)
+            return HostTasks(host, False, remote, seen, str(err))
+        now = time.time()
+        if not include_retired:  # the kept answer is the live tasks, whatever `--all` saw
+            store.save(host.name, tasks, at=now)
+        return HostTasks(host, True, tuple(RemoteTask(host.name, t) for t in tasks), now)
+
+    def remote_repo(self, name: str, ref: str) -> str | None:
+        """The root of the repository on host `name` that holds task `ref` (a name, an id or
+        an id prefix), from the host's last answer, else asked of it; None when it has no
+        such task (its laneboard then says so itself)."""
+        kept, _ = AnswerStore(state_dir()).load(name)
+        found = _repo_of(kept, name, ref)
+        if found is None:
+            document = self.ask_host(name, ["ls", "--local", "--all"])
+            found = _repo_of(document.get("tasks") or [], name, ref)
+        return found
+
+
+def _repo_of(tasks: list[dict[str, Any]], host: str, ref: str) -> str | None:
+    """The repository of the live task named `ref`, else of the task whose id `ref` is (or
+    starts); refused when tasks of two repositories answer to it."""
+    for matches in (
+        [t for t in tasks if t.get("name") == ref and t.get("retired_at") is None],
+        [t for t in tasks if t.get("name") == ref],
+        [t for t in tasks if len(ref) >= 4 and str(t.get("id", "")).startswith(ref)],
+    ):
+        repos = sorted({str(t.get("repo")) for t in matches})
+        if len(repos) > 1:
+            raise LaneboardError(
+                f"{host}:{ref} names tasks of {len(repos)} repositories there "
+                f"({', '.join(repos)}): give --repo"
+            )
+        if repos:
+            return repos[0]
+    return None
+
+
+def _probe(laneboard: str, program: str) -> str:
+    """A shell line that prints `NAME<TAB>WHAT` for each tool it finds on the host."""
+    agent = shlex.quote(program)
+    return "; ".join(
+        [
+            'p() { printf \'%s\\t%s\\n\' "$1" "$2"; }',
+            f'v=$({laneboard} --version 2>/dev/null) && p laneboard "$v"',
+            'g=$(command -v git) && p git "$g ($(git --version))"',
+            't=$(command -v tmux) && p tmux "$t ($(tmux -V))"',
+            'b=$(command -v bwrap) && p bwrap "$b"',
+            f'a=$(command -v {agent}) && p agent:{agent} "$a"',
+            "true",
+        ]
+    )
+
+
+def _same_version(tool: Tool) -> Tool:
+    if tool.name != "laneboard" or tool.found is None:
+        return tool
+    there = tool.found.removeprefix("laneboard ").strip()
+    if there != __version__:
+        return replace(tool, problem=f"laneboard {there} there, {__version__} here")
+    return tool

@@ -1,0 +1,63 @@
+"""A host's tasks on the board (docs/hosts.md): rows named `HOST:TASK` from the host's own
+laneboard over a real sshd on loopback (`tests/sshd.py`), `unreachable` while the host does not
+answer and back when it does, and the board's actions sent to the host's laneboard."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from laneboard.tui.board.hosts import HostConfirmScreen
+from tests.conftest import make_repo, run_cli
+from tests.sshd import Remote, remote
+from tests.tui.pilot import row, select, until
+
+__all__ = ["remote"]  # the fixture
+pytestmark = pytest.mark.tmux
+
+
+async def test_a_hosts_tasks_are_rows_marked_with_their_host_unreachable_then_back(
+    board, tmp_path: Path, remote: Remote
+) -> None:
+    there = make_repo(tmp_path / "host" / "repo")
+    for name in ("t", "u"):
+        made = run_cli(
+            "new", name, "--host", "build", "--repo", str(there), "--no-start", cwd=tmp_path
+        )
+        assert made.code == 0, made.err
+    async with board() as (app, pilot):
+        found = await until(pilot, lambda: row(app, "build:t"), "the host's task on the board")
+        assert (found.host, found.cells["repo"], found.cells["state"]) == (
+            "build",
+            "build:repo",
+            "provisioned",
+        )
+        assert found.cells["pane"] == "build"
+
+        await select(app, pilot, "build:u")
+        await pilot.press("d")
+        await until(pilot, lambda: isinstance(app.screen, HostConfirmScreen), "the question")
+        await pilot.click("#yes")
+        await until(pilot, lambda: row(app, "build:u") is None, "discarded on the host")
+        listed = json.loads(remote.laneboard("--repo", str(there), "ls", "--json", "--all").out)
+        assert {t["name"]: t["state"] for t in listed["tasks"]}["u"] == "discarded"
+
+        remote.sshd.stop()
+        gone = await until(
+            pilot,
+            lambda: (r := row(app, "build:t")) and r.cells["state"].startswith("unreachable") and r,
+            "the host's task unreachable",
+        )
+        assert gone.cells["state"].startswith("unreachable (provisioned")
+        await select(app, pilot, "build:t")
+        await pilot.press("z")
+        await until(pilot, lambda: any("unreachable" in t for t in app.told), "the refusal said")
+
+        remote.sshd.start()
+        await until(
+            pilot,
+            lambda: (r := row(app, "build:t")) and r.cells["state"] == "provisioned",
+            "the host back",
+        )

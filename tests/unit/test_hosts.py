@@ -1,0 +1,82 @@
+"""The pure parts of hosts (`core.domain.hosts`): names, `HOST:TASK`, the ssh command lines,
+a remote refusal's line and `host check`'s probe output."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from laneboard.core.domain.errors import LaneboardError
+from laneboard.core.domain.hosts import (
+    Host,
+    RemoteTask,
+    check_host_name,
+    master_argv,
+    parse_check,
+    refusal,
+    remote_argv,
+    split_task,
+)
+
+HOST = Host("build", "me@build.example", "/cfg/ssh_config", "~/bin/laneboard", 7, 30)
+
+
+def test_a_task_named_with_its_host_splits_one_way_only() -> None:
+    assert split_task("build:fix-login") == ("build", "fix-login")
+    assert split_task("fix-login") == (None, "fix-login")
+    assert split_task("Build:x") == (None, "Build:x")  # not a host name: left to the task lookup
+    assert split_task("build:") == (None, "build:")
+
+
+@pytest.mark.parametrize("name", ["local", "Build", "-x", "a b", "", "x" * 64])
+def test_host_names_are_refused_when_they_would_read_two_ways(name: str) -> None:
+    with pytest.raises(LaneboardError):
+        check_host_name(name)
+
+
+def test_every_ssh_line_reads_the_hosts_config_file_and_never_asks() -> None:
+    for argv in (
+        master_argv(HOST, "/s/build-1", 600),
+        remote_argv(HOST, "/s/build-1", ["ls", "--json"], tty=False),
+    ):
+        assert argv[:3] == ["ssh", "-F", "/cfg/ssh_config"]
+        assert "BatchMode=yes" in argv and "ConnectTimeout=7" in argv
+        assert "ControlPath=/s/build-1" in argv
+        assert argv.index("me@build.example") > argv.index("BatchMode=yes")
+    master = master_argv(HOST, "/s/build-1", 600)
+    assert {"ControlMaster=yes", "ControlPersist=600", "-f", "-N"} <= set(master)
+    command = remote_argv(HOST, "/s/build-1", ["send", "t", "it's; rm -rf ~"], tty=False)
+    assert "ControlMaster=no" in command and "-T" in command
+    assert command[-2:] == ["--", "~/bin/laneboard send t 'it'\"'\"'s; rm -rf ~'"]
+    assert shlex.split(command[-1])[1:] == ["send", "t", "it's; rm -rf ~"]
+    assert "-t" in remote_argv(HOST, "/s/build-1", ["attach", "t"], tty=True)
+
+
+def test_without_a_config_file_ssh_reads_the_users_own() -> None:
+    argv = remote_argv(Host("b", "b"), "/s/b", ["ls"], tty=False)
+    assert "-F" not in argv
+
+
+def test_a_remote_refusal_is_its_first_line_and_the_details() -> None:
+    said = "laneboard: discard refused: 1 blocker\n  untracked file: notes.md\n"
+    assert refusal(said) == ("discard refused: 1 blocker", ["untracked file: notes.md"])
+    assert refusal("")[0] == "the host's laneboard failed and said nothing"
+
+
+def test_an_unreachable_task_keeps_its_last_state_beside_it() -> None:
+    task = RemoteTask("build", {"name": "t", "state": "running"}, reachable=False)
+    assert (task.state, task.last_state, task.qualified) == ("unreachable", "running", "build:t")
+
+
+def test_host_check_reads_each_tool_and_flags_an_old_git() -> None:
+    output = "laneboard\tlaneboard 0.2.0\ngit\t/usr/bin/git (git version 2.30.2)\nbwrap\t\n"
+    tools = parse_check(output, [("laneboard", "a"), ("git", "b"), ("tmux", "c"), ("bwrap", "d")])
+    assert [(t.name, t.ok) for t in tools] == [
+        ("laneboard", True),
+        ("git", False),
+        ("tmux", False),
+        ("bwrap", False),
+    ]
+    assert tools[1].problem == "git 2.30 is older than 2.38 (merge-tree --write-tree)"
+    assert tools[2].found is None
