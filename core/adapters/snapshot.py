@@ -156,17 +156,8 @@ def converted(
     paths = list(candidates)
     if not paths:
         return set()
-    config = run_git(
-        ["config", "-z", "--get-regexp", r"^(core\.autocrlf|core\.attributesfile|attr\.tree)$"],
-        cwd=worktree,
-        check=False,
-    ).stdout
-    settings: dict[str, str] = {}
-    for item in _z(config):
-        key, _, value = item.partition("\n")
-        settings[key.lower()] = value.strip().lower()
-    autocrlf = settings.get("core.autocrlf", "false") not in ("false", "0", "no", "off", "")
-    if autocrlf or "attr.tree" in settings:
+    settings = _conversion_settings(worktree)
+    if _converts_everything(settings):
         return set(paths)
     names = [*paths, *everything]
     if not _attribute_sources(common_dir, names, settings.get("core.attributesfile")):
@@ -235,7 +226,9 @@ def may_convert(
     return answer
 
 
-def _may_convert(worktree: Path, common_dir: Path) -> bool:
+def _conversion_settings(worktree: Path) -> dict[str, str]:
+    """The worktree's `core.autocrlf`, `core.attributesFile` and `attr.tree`, as git reads them
+    there (lower-cased keys and values)."""
     config = run_git(
         ["config", "-z", "--get-regexp", r"^(core\.autocrlf|core\.attributesfile|attr\.tree)$"],
         cwd=worktree,
@@ -245,9 +238,18 @@ def _may_convert(worktree: Path, common_dir: Path) -> bool:
     for item in _z(config):
         key, _, value = item.partition("\n")
         settings[key.lower()] = value.strip().lower()
-    if settings.get("core.autocrlf", "false") not in ("false", "0", "no", "off", ""):
-        return True
-    if "attr.tree" in settings:
+    return settings
+
+
+def _converts_everything(settings: dict[str, str]) -> bool:
+    """`core.autocrlf` or `attr.tree` may convert any file."""
+    autocrlf = settings.get("core.autocrlf", "false") not in ("false", "0", "no", "off", "")
+    return autocrlf or "attr.tree" in settings
+
+
+def _may_convert(worktree: Path, common_dir: Path) -> bool:
+    settings = _conversion_settings(worktree)
+    if _converts_everything(settings):
         return True
     tracked = run_git(
         ["ls-files", "-z", "--", ".gitattributes", ":(glob)**/.gitattributes"], cwd=worktree
