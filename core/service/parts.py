@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from laneboard.core.adapters.ledger import Ledger
     from laneboard.core.adapters.repo import RepoContext
     from laneboard.core.domain.runtime import Runtime
+    from laneboard.core.domain.views import Outcome
 
 RepoRef = Path | str | int
 """A repository: a path inside it (its root or any of its worktrees), or its ledger id."""
@@ -46,3 +47,13 @@ class ServicePart:
         def _find(self, ctx: RepoContext, ref: str) -> Task: ...
         def _live(self, ctx: RepoContext, ref: str) -> Task: ...
         def reconcile(self, *, record: bool = False) -> list[Task]: ...
+        def send(
+            self,
+            where: RepoRef,
+            task: str,
+            text: str,
+            *,
+            when_idle: bool = False,
+            timeout: float | None = None,
+            cancel: Cancel | None = None,
+        ) -> Outcome: ...

@@ -45,16 +45,6 @@ class QueueCommands(ServicePart):
             self, repo: Repo, task: Task, *, on_wait: OnWait, cancel: Cancel | None
         ) -> Outcome: ...
         def agent_state(self, task: Task) -> State | None: ...
-        def send(
-            self,
-            where: RepoRef,
-            task: str,
-            text: str,
-            *,
-            when_idle: bool = False,
-            timeout: float | None = None,
-            cancel: Cancel | None = None,
-        ) -> Outcome: ...
         def resume(self, where: RepoRef, task: str) -> Outcome: ...
 
     def queue_add(

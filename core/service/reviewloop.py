@@ -22,11 +22,10 @@ from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.models import Actor, Task
 from laneboard.core.domain.review import Since
 from laneboard.core.domain.reviewloop import Checkpoint, Comment, CommentState, Side
-from laneboard.core.domain.views import Outcome
 from laneboard.core.service.parts import RepoRef, ServicePart
 
 if TYPE_CHECKING:
-    from laneboard.core.adapters.leases import Cancel
+    pass
 
 
 SESSION_STARTS = ("SessionStart",)
@@ -35,19 +34,6 @@ SESSION_STARTS = ("SessionStart",)
 
 class ReviewLoopCommands(ServicePart):
     """Checkpoints, rewind, comments; `Service` provides the lookups and `send`."""
-
-    if TYPE_CHECKING:
-
-        def send(
-            self,
-            where: RepoRef,
-            task: str,
-            text: str,
-            *,
-            when_idle: bool = False,
-            timeout: float | None = None,
-            cancel: Cancel | None = None,
-        ) -> Outcome: ...
 
     _turns: dict[str, str]
     _was: dict[str, AgentState]
