@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from laneboard.core.adapters import channel, confine, procs, taskobjects, vault
+from laneboard.core.domain.agents import NOT_ATTENDED
 from laneboard.core.domain.confine import Layout
 
 MODULE = "laneboard.core.adapters.warden"
@@ -85,6 +86,8 @@ def main(raw: str) -> int:
         layout, dict(os.environ), common_dir=Path(plan["common_dir"]), task_id=plan["task"],
         state=state, settled=True,
     )  # fmt: skip
+    for name in NOT_ATTENDED:  # the operator is at this pane (as `domain.agents.WRAPPER`)
+        env.pop(name, None)
     code = 1
     try:
         with confine.seccomp_fd() as fd:

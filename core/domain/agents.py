@@ -308,8 +308,13 @@ def launch_argv(
 
 EXIT_EVENT = "exited"
 """The event the pane's wrapper writes with the agent's exit status as its detail."""
+NOT_ATTENDED = ("CI", "GITHUB_ACTIONS")
+"""Variables that tell a program no one is at its terminal. An agent's pane always has the
+operator at it, so the wrapper drops them: a laneboard started where they are set (a CI job, a
+shell that exports `CI=true`) would otherwise start Gemini CLI headless on a resume (it then
+reads a prompt from stdin and quits, measured on 0.61.0)."""
 WRAPPER = (
-    "trap : TERM INT; "
+    f"unset {' '.join(NOT_ATTENDED)}; trap : TERM INT; "
     '[ -z "$LANEBOARD_EVENT_STREAM" ] || "$LANEBOARD_PYTHON" -P -m laneboard.core.adapters.'
     "eventstream </dev/null >/dev/null 2>&1 & "
     '"$@"; code=$?; '
@@ -327,7 +332,8 @@ def pane_argv(argv: Sequence[str]) -> list[str]:
     agent to finish quitting, so the agent gets its whole grace to stop, and then records its
     status. A hang-up (the pane killed, the server gone) ends the `sh`, the session's leader,
     and the kernel passes it on to the agent. For an agent that reports its events as a
-    server-sent stream (opencode), it also starts the stream's reader in the background."""
+    server-sent stream (opencode), it also starts the stream's reader in the background. It
+    drops `NOT_ATTENDED` from the agent's environment."""
     return ["sh", "-c", WRAPPER, "laneboard-agent", *argv]
 
 

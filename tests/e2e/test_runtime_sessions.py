@@ -253,6 +253,25 @@ def test_semicolons_and_dashes_reach_the_agent_and_never_tmux(
         eventually(lambda t=text: f"done: {t}" in screen(server, cli, "p"), f"sent {text!r}")
 
 
+@pytest.mark.parametrize("mode", ["auto", "off"])
+def test_an_agent_never_hears_that_no_one_is_at_its_terminal(
+    repo: Path, cli, agents, server, shared: Path, mode: str
+) -> None:
+    """A laneboard run in a CI job (`CI=true`, in its own environment and the tmux server's)
+    started Gemini CLI headless on a resume: it read a prompt from stdin and quit. Confined
+    (the warden starts the agent) and not (the pane's `sh` does)."""
+    (repo / ".laneboard.toml").write_text(f'[confine]\nmode = "{mode}"\n')
+    server.cmd("set-environment", "-g", "CI", "true")
+    out = shared / "env.json"
+    code = f"import json, os; json.dump(dict(os.environ), open({str(out)!r}, 'w'))"
+    line = shlex.join([sys.executable, "-c", code])
+    env = {**os.environ, "CI": "true", "GITHUB_ACTIONS": "true"}
+    assert cli("new", "k", "--cmd", line, env=env).code == 0
+    seen = eventually(lambda: out.exists() and json.loads(out.read_text() or "null"), "env")
+    assert "CI" not in seen and "GITHUB_ACTIONS" not in seen
+    assert seen["LANEBOARD_EVENTS"]  # the rest of its environment is there
+
+
 def test_pause_gives_a_graceful_agent_its_whole_grace(
     repo: Path, cli, agents, server, shared: Path
 ) -> None:
