@@ -13,8 +13,10 @@ untracked, and, when an attribute or `core.autocrlf` could make the bytes on dis
 staged blob (eol, filter, ident, working-tree-encoding), those files too. Everything else is the
 staged blob, byte for byte. File names never pass through a line-oriented interface: contents are
 read in-process through `core.safefs` (never following a link below the worktree) and written as
-raw blobs with pygit2; trees are built with `git update-index -z --index-info` on temporary
-index files, so the user's index, stash and refs are never touched (only the new snapshot ref is
+raw blobs with pygit2; the worktree's tree is the index's tree with those files set or removed,
+edited in this process (`core.adapters.trees`), and the index's tree is HEAD's when nothing is
+staged, else `git write-tree` on a temporary copy of the index. So the user's index, stash and
+refs are never touched (only the new snapshot ref is
 written, with a compare-and-swap that refuses to overwrite). Empty directories are not content
 to git and are not kept.
 """
@@ -36,6 +38,7 @@ from typing import Any
 
 import pygit2
 
+from laneboard.core.adapters import trees
 from laneboard.core.adapters.git import StatusFacts, git_env, run_git
 from laneboard.core.adapters.safefs import Below
 from laneboard.core.domain.errors import LaneboardError
@@ -352,33 +355,33 @@ def capture(
     others = [*changed, *status.untracked]
     suspect = converted(worktree, common_dir, unchanged, everything=others)
     to_read = sorted(changed | set(status.untracked) | suspect)
-    removals: list[bytes] = []
-    additions: list[bytes] = []
+    changes: dict[bytes, trees.Change] = {}
     read: list[tuple[str, StatKey | None]] = []
     with Below(worktree) as below:
         for path in to_read:
             found = _hash_file(repo, below, path)
-            encoded = os.fsencode(path)
-            if found is None:
-                read.append((path, None))
-                removals.append(f"0 {ZERO}\t".encode() + encoded + b"\0")
-                continue
-            mode, sha, key = found
-            read.append((path, key))
-            additions.append(f"{mode} {sha}\t".encode() + encoded + b"\0")
+            read.append((path, None if found is None else found[2]))
+            changes[os.fsencode(path)] = None if found is None else (int(found[0], 8), found[1])
+    index_tree = _index_tree(repo, worktree, gitdir, status)
+    tree = trees.edit_tree(repo, index_tree, changes) if changes else index_tree
+    return Capture(index_tree, tree, tuple(read), status)
+
+
+def _index_tree(repo: pygit2.Repository, worktree: Path, gitdir: Path, status: StatusFacts) -> str:
+    """The tree `git write-tree` makes of the worktree's index. With nothing staged and nothing
+    conflicted (what `status` just saw), that is HEAD's tree, read in this process: the index
+    then differs from HEAD only in entries `write-tree` leaves out (intent-to-add). Otherwise
+    `write-tree` runs on a copy of the index (never the index itself)."""
+    if status.head is not None and not status.staged and not status.conflicted:
+        head = repo.get(status.head)
+        if isinstance(head, pygit2.Commit):
+            return str(head.tree_id)
     with _scratch() as tmp:
         index = tmp / "index"
         source = gitdir / "index"
         if source.exists():
             shutil.copyfile(source, index)
-        index_tree = _git(worktree, "write-tree", index=index)
-        if removals or additions:
-            listing = b"".join(removals + additions)
-            _git(worktree, "update-index", "-z", "--index-info", index=index, input=listing)
-            tree = _git(worktree, "write-tree", index=index)
-        else:
-            tree = index_tree
-    return Capture(index_tree, tree, tuple(read), status)
+        return _git(worktree, "write-tree", index=index)
 
 
 def unchanged_since(worktree: Path, captured: Capture, status: StatusFacts) -> bool:
