@@ -60,6 +60,9 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
         "[user]\n\tname = Test Operator\n\temail = operator@example.invalid\n"
         "[init]\n\tdefaultBranch = main\n"
         "[advice]\n\tdetachedHead = false\n"
+        # a test's own commits would each start `git maintenance run --auto` (a process per
+        # commit, a gc now and then); laneboard never relies on it, a test that needs a gc runs it
+        "[maintenance]\n\tauto = false\n[gc]\n\tauto = 0\n"
     )
     for key in list(os.environ):
         if key.startswith(("GIT_", "LANEBOARD_", "TMUX")):

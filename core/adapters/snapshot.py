@@ -295,13 +295,21 @@ def _hash_file(repo: pygit2.Repository, below: Below, path: str) -> tuple[str, s
         else:
             mode = "100755" if before.st_mode & stat.S_IXUSR else "100644"
             if before.st_size <= IN_MEMORY:
-                oid = repo.create_blob(b"".join(below.chunks(path)))
+                oid = _blob(repo, b"".join(below.chunks(path)))
             else:
                 oid = repo.create_blob_fromiobase(_Stream(below.chunks(path)))
         after = below.lstat(path)
         if after is not None and _key(after) == _key(before):
             return mode, str(oid), _key(after)
     raise Changing(f"{path} kept changing while it was read; try again when it is quiet")
+
+
+def _blob(repo: pygit2.Repository, data: bytes) -> pygit2.Oid:
+    """`data` as a blob, written only when the repository lacks it: at every turn most changed
+    files are the ones the last checkpoint saved already (libgit2 would hash them again with its
+    slower collision-detecting SHA-1 and touch the object it has)."""
+    oid = pygit2.Oid(hex=raw_sha((data,), len(data)))
+    return oid if oid in repo.odb else repo.create_blob(data)
 
 
 class _Stream(io.RawIOBase):

@@ -77,6 +77,10 @@ class Profile:
     """For agents whose resume is a subcommand: the whole argv, `{command}` standing for the
     profile's `command` (`{command} resume {id}`), so a `command` changed in config (another
     path to the program) resumes with it too."""
+    fork: tuple[str, ...] = ()
+    """Arguments that resume the conversation `{id}` as a new conversation `{new}`, leaving
+    `{id}` as it was (`--resume {id} --fork-session --session-id {new}`); empty: the agent
+    cannot fork its conversation."""
     prompt_args: tuple[str, ...] = ("--", "{prompt}")
     """How an `argv` prompt is passed: after `--`, so a prompt that starts with `-` is never
     read as an option."""
@@ -112,6 +116,7 @@ BUILTIN: dict[str, Profile] = {
             ("claude",),
             pin=("--session-id", "{id}"),
             resume=("--resume", "{id}"),
+            fork=("--resume", "{id}", "--fork-session", "--session-id", "{new}"),
             hooks=Hooks.CLAUDE,
             busy=(r"esc to interrupt", r"ctrl\+c to interrupt", CLAUDE_SPINNER),
             waiting=(
@@ -209,8 +214,8 @@ def custom(command: Sequence[str]) -> Profile:
 
 _TUPLES = frozenset(
     {
-        "command", "pin", "resume", "resume_command", "prompt_args", "busy", "waiting", "idle",
-        "hook_ignore",
+        "command", "pin", "resume", "resume_command", "fork", "prompt_args", "busy", "waiting",
+        "idle", "hook_ignore",
     }
 )  # fmt: skip
 _ENUMS: dict[str, type[StrEnum]] = {
@@ -285,9 +290,22 @@ def session_name(repo_name: str) -> str:
 
 
 def launch_argv(
-    profile: Profile, *, conversation: str | None, prompt: str | None, resuming: bool
+    profile: Profile,
+    *,
+    conversation: str | None,
+    prompt: str | None,
+    resuming: bool,
+    forking: str | None = None,
 ) -> list[str]:
-    """The agent's argv, as data; hooks and confinement wrap it later (`sessions`)."""
+    """The agent's argv, as data; hooks and confinement wrap it later (`sessions`). `forking`:
+    the conversation `conversation` starts as a copy of (the profile's `fork`)."""
+    if forking is not None:
+        if not profile.fork or conversation is None:
+            raise ValueError(f"{profile.name} cannot fork a conversation")
+        parts = (
+            part.replace("{id}", forking).replace("{new}", conversation) for part in profile.fork
+        )
+        return [*profile.command, *parts]
     if resuming and conversation and profile.resume_command:
         whole: list[str] = []
         for part in profile.resume_command:

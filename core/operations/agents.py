@@ -124,10 +124,13 @@ def start(
     actor: Actor,
     *,
     kind: str = "agent.started",
+    fork: bool = False,
 ) -> Task:
     """Start the task's agent in its window, now (the caller checked capacity). A task whose
-    agent ran before resumes its pinned conversation, in the same pane when that still exists.
-    Nothing starts in a worktree that fails verification."""
+    agent ran before resumes its pinned conversation, in the same pane when that still exists;
+    with `fork`, a new conversation that starts as a copy of it (the old one is left as it
+    was, and the task pins the new one). Nothing starts in a worktree that fails
+    verification."""
     if task.state not in STARTABLE:
         raise AgentError(f"{task.name} is {task.state.value}; its agent cannot start")
     handoff = task.state in NOT_STARTED and not ever_started(ledger, task)
@@ -147,6 +150,11 @@ def start(
     # The newest id its hooks reported (Claude's /clear starts another), though no refresh
     # recorded it yet.
     conversation = conversation_reported(task, profile) or task.conversation_id
+    forked_from = None
+    if fork:
+        if not profile.fork or conversation is None or not resuming:
+            raise AgentError(f"{task.name}: {profile.name} has no conversation laneboard can fork")
+        forked_from, conversation = conversation, str(uuid.uuid4())
     if conversation is None and profile.pin:
         conversation = str(uuid.uuid4())
     argv = launch_argv(
@@ -154,9 +162,11 @@ def start(
         conversation=conversation,
         prompt=task.agent_prompt,
         resuming=resuming and conversation is not None,
+        forking=forked_from,
     )
     hook_args, hook_env = agentfiles.injection(profile, states, task.id)
-    at = 1 if resuming and conversation and profile.resume_command else len(profile.command)
+    by_subcommand = resuming and conversation and profile.resume_command and not fork
+    at = 1 if by_subcommand else len(profile.command)
     argv[at:at] = hook_args
     shims = shim_dir(task)
     env = environment(ctx, task, profile, shims) | hook_env
@@ -227,6 +237,7 @@ def start(
                 "argv": argv,
                 "pane": ref.pane_id,
                 "conversation": conversation,
+                **({"forked_from": forked_from} if forked_from else {}),
                 **({"ownership": "agent"} if handoff else {}),
             },
             state=TaskState.RUNNING if task.state is not TaskState.RUNNING else None,

@@ -72,7 +72,8 @@ def take(
         tip=ctx.git.branch_tip(task.branch),
         message=f"laneboard checkpoint {n} of task {task.name} ({task.id}): {turn}",
     )
-    vaultcopy.keep_ref(ctx.repo.id, ctx.git.handle, saved.sha, ref)
+    like = kept[-1].ref if kept else None  # most of the tree is there already
+    vaultcopy.keep_ref(ctx.repo.id, ctx.git.handle, saved.sha, ref, like=like)
     facts = captured.status
     files = len({*facts.staged, *facts.unstaged, *facts.untracked})
     size = sum(key[2] for _path, key in captured.read if key is not None)

@@ -174,6 +174,36 @@ class AgentCommands(ServicePart):
             return Outcome(started, ctx.repo)
         return self._start_or_queue(ctx, found, "agent.resumed")
 
+    def fork(self, where: Path | str | int, task: str) -> Outcome:
+        """Stop the agent (as `pause` does) and start it again on a new conversation that
+        begins as a copy of its own (the profile's `fork`); the old conversation is left as
+        it was, and the task pins the new one. A paused task forks only into a free slot."""
+        ctx = self._open(where)
+        found = self._live(ctx, task)
+        if found.state not in RESUMABLE:
+            raise LaneboardError(f"{found.name} is {found.state.value}; it has no agent to fork")
+        agentstate.fork_profile(ctx.settings, found)
+        self._same_server(found)
+        ledger = self._ledger()
+        if found.state is TaskState.RUNNING:
+            found = agents.pause(ctx, ledger, self.runtime, found, self.actor)
+        with locks.held("agents"):
+            now = ledger.task(found.id)
+            if now.state is not found.state:
+                raise LaneboardError(
+                    f"{found.name} is {now.state.value} now; another process changed it"
+                )
+            max_running = load_settings(None).agents.max_running
+            if self._running() >= max_running:
+                raise LaneboardError(
+                    f"{found.name}: {max_running} agents run (agents.max_running); its agent "
+                    f"stays paused, `laneboard resume {found.name}` starts it on its conversation"
+                )
+            started = agents.start(
+                ctx, ledger, self.runtime, now, self.actor, kind="agent.forked", fork=True
+            )
+        return Outcome(started, ctx.repo)
+
     def _same_server(self, task: Task) -> None:
         """Refuse to act on a task whose agent was started on another tmux server than this
         command talks to: it may still run there, and a second agent would share its worktree."""
@@ -423,7 +453,9 @@ class AgentCommands(ServicePart):
         """What one running task's observed `state` changes in the ledger."""
         ledger = self._ledger()
         profile = agentstate.profile_of(settings, task)
-        reported = agentstate.conversation_reported(task, profile)
+        reported = agentstate.conversation_reported(
+            task, profile, since=task.agent_started_at or 0.0
+        )
         if reported is not None:
             task = ledger.update_task(
                 task.id, actor=Actor.HOOK, kind="agent.conversation",

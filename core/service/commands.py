@@ -352,6 +352,11 @@ COMMANDS: tuple[Command, ...] = (
         (
             TASK,
             Arg("n", "the checkpoint (default: the one before the newest)", "optional-positional"),
+            Arg(
+                "--fork",
+                "then go on in a new conversation forked from the agent's own (claude)",
+                "flag",
+            ),
         ),
         key="W",
         palette="Rewind to a checkpoint",

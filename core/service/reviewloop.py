@@ -22,6 +22,7 @@ from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.models import Actor, Task
 from laneboard.core.domain.review import Since
 from laneboard.core.domain.reviewloop import Checkpoint, Comment, CommentState, Side
+from laneboard.core.operations.steps import agentstate
 from laneboard.core.service.parts import RepoRef, ServicePart
 
 if TYPE_CHECKING:
@@ -65,15 +66,29 @@ class ReviewLoopCommands(ServicePart):
         return checkpoints.pin(self._ledger(), self._find(ctx, task), n, self.actor, pinned)
 
     def rewind(
-        self, where: RepoRef, task: str, n: int | None = None
+        self, where: RepoRef, task: str, n: int | None = None, *, fork: bool = False
     ) -> tuple[Checkpoint, Checkpoint]:
         """Bring the worktree back to checkpoint `n` (default: the one before the newest);
-        returns the checkpoint of the state it left and the one it went back to."""
+        returns the checkpoint of the state it left and the one it went back to. `fork`: then
+        the agent goes on in a new conversation forked from its own (`fork`), so the one that
+        made the turns undone stays as it was; refused before anything changes when the
+        agent cannot fork."""
         from laneboard.core.operations import checkpoints
 
         ctx = self._open(where)
         found = self._live(ctx, task)
-        return checkpoints.rewind(ctx, self._ledger(), self.runtime, found, n, self.actor)
+        if fork:
+            agentstate.fork_profile(ctx.settings, found)
+        before, to = checkpoints.rewind(ctx, self._ledger(), self.runtime, found, n, self.actor)
+        if fork:
+            try:
+                self.fork(where, task)
+            except LaneboardError as err:
+                raise LaneboardError(
+                    f"{found.name}: back at checkpoint {to.n} (`laneboard rewind {found.name} "
+                    f"{before.n}` undoes it), but its agent did not fork: {err}"
+                ) from None
+        return before, to
 
     def checkpoint_turns(self, running: list[Task], states: dict[str, State]) -> None:
         """The controller's part: a checkpoint for each running task whose agent ended a turn

@@ -8,12 +8,13 @@ last review, also after a rebase."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import git
+from tests.conftest import doc, git
 from tests.e2e.test_finalize import commit
 from tests.e2e.test_runtime import eventually, screen
 from tests.fakes.claude import MARKER
@@ -103,6 +104,48 @@ def test_a_rewind_waits_for_the_turn_to_end(repo: Path, cli, server, controller)
     refused = cli("rewind", "t", "1")
     assert refused.code == 1 and "its agent is working" in refused.err
     assert (repo / ".worktrees" / "t" / "a.txt").read_text() == "two\n"
+
+
+def test_a_rewind_can_fork_the_conversation_and_the_old_one_is_kept(
+    repo: Path, cli, server, controller
+) -> None:  # type: ignore[no-untyped-def]
+    """`rewind --fork`: the files go back, and Claude goes on in a new conversation that
+    starts as a copy of its own (`--resume OLD --fork-session --session-id NEW`); the old
+    conversation is left as it was, and the controller never takes it back for the new."""
+    assert cli("new", "t").code == 0
+    eventually(lambda: MARKER in screen(server, cli, "t"), "the agent's prompt")
+    turn(cli, server, "t", "write a.txt one")
+    turn(cli, server, "t", "write b.txt two")
+    old = doc(cli("show", "t", "--json"))["conversation_id"]
+    logs = Path(os.environ["HOME"]) / ".fake-claude"
+    before = (logs / f"{old}.log").read_text()
+
+    back = cli("rewind", "t", "1", "--fork")
+    assert back.code == 0, back.err
+    assert files(repo / ".worktrees" / "t") == {"README.md": b"hello\n", "a.txt": b"one\n"}
+    new = doc(cli("show", "t", "--json"))["conversation_id"]
+    assert new != old
+    assert [e["data"]["forked_from"] for e in events(cli, "t", "agent.forked")] == [old]
+    eventually(lambda: "resumed conversation with 2 turns" in screen(server, cli, "t"), "forked")
+    turn(cli, server, "t", "after the fork")
+    assert (logs / f"{new}.log").read_text() == before + "after the fork\n"
+    assert (logs / f"{old}.log").read_text() == before  # the old conversation, as it was
+    assert doc(cli("show", "t", "--json"))["conversation_id"] == new  # after the controller
+
+
+def test_a_rewind_with_fork_by_an_agent_that_cannot_changes_nothing(
+    repo: Path, cli, server, controller, agents
+) -> None:  # type: ignore[no-untyped-def]
+    agents(profile_lines="fork = []")
+    assert cli("new", "t").code == 0
+    eventually(lambda: MARKER in screen(server, cli, "t"), "the agent's prompt")
+    turn(cli, server, "t", "write a.txt one")
+    turn(cli, server, "t", "write a.txt two")
+    made = checkpoints(cli, "t")
+    refused = cli("rewind", "t", "1", "--fork")
+    assert refused.code == 1 and "cannot fork its conversation" in refused.err
+    assert (repo / ".worktrees" / "t" / "a.txt").read_text() == "two\n"
+    assert checkpoints(cli, "t") == made and not events(cli, "t", "rewind.intent")
 
 
 def test_comments_reach_the_agent_as_one_prompt_and_go_outdated(

@@ -1,6 +1,7 @@
 """A stand-in for Claude Code, as laneboard drives it (../shared/AGENTS.md sections 1-3).
 
-CLI: `claude.py [--settings FILE] [--session-id UUID | --resume UUID] [--] [PROMPT]`. It runs the
+CLI: `claude.py [--settings FILE] [--session-id UUID | --resume UUID [--fork-session
+[--session-id UUID]]] [--] [PROMPT]`. It runs the
 hooks the settings file names (`UserPromptSubmit`, `PreToolUse`, `PermissionRequest`, `Stop`,
 `SessionStart`, `SessionEnd`) the way Claude does: the command through `sh -c`, compact JSON
 on stdin with `session_id`, `hook_event_name` and `cwd`. Its screen uses Claude's strings:
@@ -9,7 +10,10 @@ bare `<marker>` prompt when idle (`MARKER`, Claude's U+276F).
 
 Each conversation is kept in `$HOME/.fake-claude/<id>.log` (one line per prompt), and
 `--resume` prints how many turns it already holds, so a test can see that the same
-conversation continued.
+conversation continued. `--fork-session` resumes as Claude does: a new conversation (the
+`--session-id` given, else a new id) that starts as a copy of the resumed one, which is left
+as it was; `--session-id` with `--resume` but without `--fork-session` is refused, as Claude
+refuses it.
 
 Input lines: `work S` (busy S seconds, with hooks), `quiet S` (busy S seconds, printing, but
 sending no hook), `ask` (a permission question; the next line answers it), `write NAME TEXT`
@@ -39,16 +43,20 @@ class Agent:
         self.session = str(uuid.uuid4())
         self.resumed = False
         prompt = None
+        pinned = resumed = None
+        fork = False
         args = list(argv)
         while args:
             arg = args.pop(0)
             if arg == "--settings":
                 self.settings = json.loads(Path(args.pop(0)).read_text())
             elif arg == "--session-id":
-                self.session = args.pop(0)
+                pinned = args.pop(0)
             elif arg == "--resume":
-                self.session = args.pop(0)
+                resumed = args.pop(0)
                 self.resumed = True
+            elif arg == "--fork-session":
+                fork = True
             elif arg == "--":  # the end of options: the rest is the prompt
                 prompt = " ".join(args)
                 break
@@ -56,9 +64,17 @@ class Agent:
                 raise SystemExit(f"unknown option {arg}")
             else:
                 prompt = arg
+        if pinned and resumed and not fork:
+            raise SystemExit("--session-id can be used with --resume only with --fork-session")
+        self.session = pinned or resumed or self.session
+        if fork and not pinned:
+            self.session = str(uuid.uuid4())
         self.prompt = prompt
         self.log = Path(os.environ["HOME"]) / ".fake-claude" / f"{self.session}.log"
         self.log.parent.mkdir(parents=True, exist_ok=True)
+        if fork and resumed:
+            source = self.log.parent / f"{resumed}.log"
+            self.log.write_text(source.read_text() if source.exists() else "")
 
     def hook(self, event: str, **fields: object) -> None:
         payload = json.dumps(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from laneboard.core.adapters.agentfiles import injection, last_event
 from laneboard.core.domain.agents import BUILTIN
+from laneboard.core.domain.models import TaskState
 
 MAIN = "01a23784-de42-78c3-b0c4-76ed8f21d033"
 TITLE = "01a23784-f88e-73f2-918c-fa80192360ac"
@@ -57,3 +58,24 @@ def test_aider_gets_notifications_and_keeps_its_history_in_the_state_dir(tmp_pat
     for flag in ("--chat-history-file", "--input-history-file"):
         path = Path(args[args.index(flag) + 1])
         assert path.parent.is_dir() and path.is_relative_to(tmp_path / "agentdata" / "task1")
+
+
+def test_a_conversation_reported_before_the_agent_started_is_not_taken(tmp_path: Path) -> None:
+    """Issue 25 (`rewind --fork`): the forked agent's old run reported its conversation last
+    (its SessionEnd); until the new run's first hook, the controller must not put the old id
+    back in place of the forked one, so only an event after the agent's start counts."""
+    from laneboard.core.adapters.config import state_dir
+    from laneboard.core.operations.steps.agentstate import conversation_reported
+    from tests.tui.boards import NOW, task
+
+    args, env = injection(BUILTIN["claude"], state_dir(), "task1")
+    hook = json.loads(Path(args[args.index("--settings") + 1]).read_text())
+    command = hook["hooks"]["SessionEnd"][0]["hooks"][0]["command"]
+    payload = json.dumps({"session_id": MAIN, "hook_event_name": "SessionEnd", "cwd": "/w"})
+    subprocess.run(["sh", "-c", command], input=payload, text=True, env={**os.environ, **env})
+    os.utime(env["LANEBOARD_EVENTS"], (NOW - 10, NOW - 10))
+    forked = task(
+        1, "t", TaskState.RUNNING, id="task1", conversation_id=TITLE, agent_started_at=NOW
+    )
+    assert conversation_reported(forked, BUILTIN["claude"]) == MAIN  # any time: the old one
+    assert conversation_reported(forked, BUILTIN["claude"], since=NOW) is None

@@ -75,4 +75,22 @@ def test_an_edited_tree_is_the_tree_git_writes(
             changes[path] = (mode, str(handle.create_blob(body)))
     base = _git_tree(bare, handle, old)
     assert trees.edit_tree(handle, base, changes) == _git_tree(bare, handle, new)
+    raw = handle.odb.read(base)[1]
+    assert trees.encode(trees.parse(raw)) == raw  # read as git wrote it, and back
     assert trees.edit_tree(handle, None, {p: None for p in old}) == _git_tree(bare, handle, {})
+
+
+def test_a_tree_made_before_is_reused_only_where_the_repository_holds_it(tmp_path: Path) -> None:
+    """The same edit in another repository (or after a gc pruned the tree) writes it there."""
+    made = []
+    for name in ("one.git", "two.git"):
+        subprocess.run(["git", "init", "-q", "--bare", str(tmp_path / name)], check=True)
+        handle = pygit2.Repository(str(tmp_path / name))
+        blob = str(handle.create_blob(b"same\n"))
+        made.append(trees.edit_tree(handle, None, {b"d/e/f.txt": (0o100644, blob)}))
+        listed = subprocess.run(
+            ["git", "--git-dir", str(tmp_path / name), "ls-tree", "-r", made[-1]],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        assert listed == f"100644 blob {blob}\td/e/f.txt\n"
+    assert made[0] == made[1]

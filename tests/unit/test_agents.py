@@ -114,6 +114,18 @@ def test_a_subcommand_resume_runs_the_profiles_own_program() -> None:
     assert argv == ["/opt/codex/bin/codex", "resume", "ID"]
 
 
+def test_a_fork_resumes_the_old_conversation_into_the_new_one_and_only_where_it_can() -> None:
+    argv = launch_argv(
+        BUILTIN["claude"], conversation="NEW", prompt="go", resuming=True, forking="OLD"
+    )
+    assert argv == ["claude", "--resume", "OLD", "--fork-session", "--session-id", "NEW"]
+    for name in ("codex", "gemini", "opencode", "aider", "shell"):
+        with pytest.raises(ValueError, match="cannot fork"):
+            launch_argv(
+                BUILTIN[name], conversation="NEW", prompt=None, resuming=True, forking="OLD"
+            )
+
+
 def test_the_pane_runs_the_argv_exactly() -> None:
     argv = ["my agent", "--flag=$HOME", "it's; rm -rf /"]
     wrapped = pane_argv(argv)

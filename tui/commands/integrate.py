@@ -334,10 +334,15 @@ def cmd_rewind(args: argparse.Namespace) -> int:
         raise UsageError("rewind takes a checkpoint's number (`laneboard checkpoints NAME`)")
     service = open_service()
     before, to = service.rewind(
-        repo_arg(args), args.name, int(args.n) if args.n is not None else None
+        repo_arg(args), args.name, int(args.n) if args.n is not None else None, fork=args.fork
     )
     print(
         f"{args.name}: back at checkpoint {to.n}; the state it left is checkpoint {before.n} "
         f"(`laneboard rewind {args.name} {before.n}` undoes this)"
     )
+    if args.fork:
+        print(
+            f"{args.name}: its agent goes on in a new conversation forked from its own; the "
+            "old one is kept (`laneboard log` names both: agent.forked)"
+        )
     return 0

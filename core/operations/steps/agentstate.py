@@ -94,12 +94,29 @@ def observe_all(
     return found
 
 
-def conversation_reported(task: Task, profile: Profile) -> str | None:
+def fork_profile(settings: Settings, task: Task) -> Profile:
+    """The profile of `task`'s agent when it can fork the conversation it had (its profile
+    has `fork`, its agent ran, a conversation is known); else `LaneboardError` says why."""
+    profile = profile_of(settings, task)
+    if not profile.fork:
+        raise LaneboardError(
+            f"{task.name}: {profile.name} cannot fork its conversation (a profile's `fork`)"
+        )
+    if task.agent_started_at is None or not (
+        task.conversation_id or conversation_reported(task, profile)
+    ):
+        raise LaneboardError(f"{task.name}: its agent has no conversation to fork yet")
+    return profile
+
+
+def conversation_reported(task: Task, profile: Profile, *, since: float = 0.0) -> str | None:
     """A conversation id the agent's hooks reported that differs from the recorded one: the
     newest, or for a profile that keeps its first (Codex, opencode: later ids are side
-    threads), the first, and only while none is recorded."""
+    threads), the first, and only while none is recorded. `since`: only from a hook event
+    after then (the controller passes the agent's start: a forked agent's old conversation,
+    reported by its last run, must not take the new one's place)."""
     event = agentfiles.last_event(state_dir(), task.id)
-    if event is None:
+    if event is None or event.at < since:
         return None
     reported = event.conversation
     if profile.conversation is Conversation.FIRST:
