@@ -131,6 +131,9 @@ async def test_the_new_task_form_starts_filled_in_and_marks_what_is_not_installe
         assert app.screen is form  # still open, with what was typed
         assert form.query_one("#prompt", Input).value == "the login form"
         agent.value = "claude"
+        # Textual ignores a click on a button still showing its last press (0.2 s)
+        create = form.query_one("#create")
+        await until(pilot, lambda: not create.has_class("-active"), "the button pressable again")
         await pilot.click("#create")
         await until(pilot, lambda: agent_of(app, "first") == "idle", "the task's agent idle")
 

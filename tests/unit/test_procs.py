@@ -50,11 +50,16 @@ def _fake_process(proc: Path, pid: int, start: int, environ: bytes) -> None:
 
 
 def _execed(pid: int, cmdline: bytes) -> None:
-    """Wait (generously: a loaded machine) until process `pid` runs `cmdline`."""
+    """Wait (generously: a loaded machine) until process `pid` runs `cmdline` and its exec is
+    done: the kernel shows the new command line a moment before the new environment (in
+    between, `environ` reads empty)."""
     import time
 
     end = time.monotonic() + 30
-    while Path(f"/proc/{pid}/cmdline").read_bytes() != cmdline:
+    while (
+        Path(f"/proc/{pid}/cmdline").read_bytes() != cmdline
+        or not Path(f"/proc/{pid}/environ").read_bytes()
+    ):
         assert time.monotonic() < end, f"process {pid} never ran {cmdline!r}"
         time.sleep(0.01)
 
