@@ -242,6 +242,28 @@ def _ticks() -> int:
     return int(time.clock_gettime(clock) * os.sysconf("SC_CLK_TCK"))
 
 
+KERNEL_THREAD = 0x00200000
+"""`PF_KTHREAD` in `/proc/<pid>/stat`'s flags: a kernel thread (root's, with no environment)."""
+EXEC_WAIT = 2.0
+"""Seconds a process of this user may read empty (in the middle of an exec: its new command
+line shows a moment before its new environment) before it is taken as carrying nothing."""
+
+
+def _settled_environ(pid: int, names: Sequence[str]) -> tuple[dict[str, str] | None, bool]:
+    """`environ_of` of one of this user's processes, read again while it reads empty and still
+    lives (caught in the middle of an exec, on a loaded machine for a while): a lease's
+    `setsid` child read then would count as gone, and its lane be freed while it works. The
+    flag: it read empty for all of `EXEC_WAIT` (its environment is empty: keep that answer)."""
+    end = time.monotonic() + EXEC_WAIT
+    values = environ_of(pid, names)
+    while values is None and os.path.exists(f"{PROC}/{pid}/stat"):
+        if time.monotonic() >= end:
+            return None, True
+        time.sleep(0.002)
+        values = environ_of(pid, names)
+    return values, False
+
+
 def marked(names: tuple[str, ...], *, since: int) -> list[Marked]:
     """Live processes of this user, started no earlier than `since` (clock ticks since boot),
     whose environment has any of `names`. Only younger processes of this user have their
@@ -268,11 +290,12 @@ def marked(names: tuple[str, ...], *, since: int) -> list[Marked]:
             if fields[0] in (b"Z", b"X"):
                 continue
             pgid, sid, started = int(fields[2]), int(fields[3]), int(fields[19])
+            kernel = int(fields[6]) & KERNEL_THREAD
         except (OSError, IndexError, ValueError):
             continue
         key = (int(entry), started)
         live.add(key)
-        if started < since:
+        if started < since or kernel:
             continue
         if key in _ENVIRONS:
             values = _ENVIRONS[key]
@@ -281,8 +304,8 @@ def marked(names: tuple[str, ...], *, since: int) -> list[Marked]:
                 mine = os.stat(f"{PROC}/{entry}").st_uid == uid
             except OSError:
                 continue
-            values = environ_of(key[0], names) if mine else None
-            if not mine or (values is not None and (values or started <= settled)):
+            values, waited = _settled_environ(key[0], names) if mine else (None, False)
+            if not mine or waited or (values is not None and (values or started <= settled)):
                 _ENVIRONS[key] = values
         if values:
             found.append(Marked(key[0], started, pgid, sid, values))

@@ -124,3 +124,34 @@ def test_what_a_young_process_lacks_is_read_again(
     assert procs.marked(("LB_MARK",), since=0) == []
     (tmp_path / "30" / "environ").write_bytes(b"A=1\0LB_MARK=5\0")
     assert [m.pid for m in procs.marked(("LB_MARK",), since=0)] == [30]
+
+
+def test_a_process_caught_in_its_exec_is_read_again_and_a_kernel_thread_never(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under load, a lease's `setsid` child was read while it exec'd (its environment empty for
+    that moment): it counted as carrying nothing and its lane was freed while it worked."""
+    import threading
+
+    monkeypatch.setattr(procs, "PROC", str(tmp_path))
+    monkeypatch.setattr(procs, "_ENVIRONS", {})
+    _fake_process(tmp_path, 21, 5, b"")  # in the middle of its exec
+    _fake_process(tmp_path, 22, 5, b"")
+    kernel = _stat_line(22, 5).split(" ")
+    kernel[2 + 6] = str(procs.KERNEL_THREAD)  # its flags: a kernel thread (root's, no environ)
+    (tmp_path / "22" / "stat").write_text(" ".join(kernel))
+    read: list[int] = []
+    environ_of = procs.environ_of
+    monkeypatch.setattr(
+        procs, "environ_of", lambda pid, names: read.append(pid) or environ_of(pid, names)
+    )
+    done = threading.Timer(
+        0.2, lambda: (tmp_path / "21" / "environ").write_bytes(b"LB_TEST_MARK=1\0")
+    )
+    done.start()
+    try:
+        found = procs.marked(("LB_TEST_MARK",), since=0)
+    finally:
+        done.join()
+    assert [(m.pid, m.values) for m in found] == [(21, {"LB_TEST_MARK": "1"})]
+    assert 22 not in read
