@@ -643,6 +643,8 @@ class Held:
     inherited: bool = False
     """True when the block runs under an outer lease that covers the lane (no lease of its own)."""
     exit_code: int | None = None
+    passed: bool = False
+    """A signal was passed on to what the command left outside its group (`pass_on`)."""
 
     def record_child(self, pid: int, own_session: bool = False) -> None:
         """Record the command started under this lease (not for an inherited lease: the outer
@@ -677,6 +679,7 @@ class Held:
         if not self.inherited:
             lease = self.store.get(self.lease.seq)
             process.signal_each(strays(lease, self.store.ledger), signum)
+            self.passed = True
 
 
 @contextmanager

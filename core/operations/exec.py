@@ -168,6 +168,8 @@ def run(
                 own_group=not held.inherited,
                 passed_on=held.pass_on,
             )
+            if held.passed:  # stopped: what it left was told to stop too; it goes with it
+                held.wait_leftovers_gone(deadline=10.0)
         else:
             held.exit_code = _run_confined(store, target, settings, box, command, env, held)
     return held.exit_code
