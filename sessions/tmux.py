@@ -326,6 +326,7 @@ class TmuxRuntime:
             state = self.snapshot().get(pane.pane_id)
             if state is None or not state.alive:
                 _kill(seen)  # helpers it left behind; the pid may be reused now: only those seen
+                _wait_gone(seen, 2.0)
                 return StopResult(True, state.exit_status if state else None, "it quit")
             time.sleep(0.05)
         if _start(pid) == seen.get(pid):  # still the pane's leader: its session is the pane's
@@ -334,10 +335,11 @@ class TmuxRuntime:
         end = time.monotonic() + 2.0
         while time.monotonic() < end:
             state = self.snapshot().get(pane.pane_id)
-            if state is None or not state.alive:
+            if (state is None or not state.alive) and not _running(seen):
                 return StopResult(True, state.exit_status if state else None, "it was killed")
             time.sleep(0.05)
-        return StopResult(False, detail=f"pid {pid} still runs after SIGKILL")
+        left = _running(seen) or [pid]
+        return StopResult(False, detail=f"pid {left[0]} still runs after SIGKILL")
 
     def close(self, pane: PaneRef) -> None:
         """Kill the pane if it is still there and dead (a live one is never closed here)."""
@@ -454,6 +456,23 @@ def _session(sid: int) -> dict[int, str]:
             if fields is not None and len(fields) > 19 and fields[3] == str(sid):
                 found[int(entry.name)] = fields[19]
     return found
+
+
+def _running(processes: dict[int, str]) -> list[int]:
+    """Those of `processes` still running (the same process, not yet a zombie): a process
+    killed, or ended with its sandbox's PID namespace, goes a moment after the signal."""
+    running = []
+    for pid, start in processes.items():
+        fields = _stat(pid)
+        if fields is not None and len(fields) > 19 and fields[19] == start and fields[0] != "Z":
+            running.append(pid)
+    return running
+
+
+def _wait_gone(processes: dict[int, str], timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while _running(processes) and time.monotonic() < end:
+        time.sleep(0.01)
 
 
 def _kill(processes: dict[int, str]) -> None:

@@ -108,7 +108,9 @@ def inside(directory: str, *, besides: Iterable[int] = ()) -> list[str]:
     check `unseen()` first: an unreadable table yields an empty list here. `besides` are
     processes named already (an agent's pane): they and their descendants are left out (one
     agent is one blocker, not its shell, sandbox and program); a process that left their tree
-    (daemonized, `setsid` and reparented) is listed."""
+    (daemonized, `setsid` and reparented) is listed. This process's own `git` children are
+    not: they are its own reads (the board's look at a worktree while it removes it), never
+    work of anyone else's, and laneboard runs no git that writes a worktree outside its lane."""
     named = set(besides)
     root = os.path.realpath(directory)
     prefix = root.rstrip("/") + "/"
@@ -128,8 +130,12 @@ def inside(directory: str, *, besides: Iterable[int] = ()) -> list[str]:
         except OSError:
             continue
         hit = _first_inside(base, root, prefix)
-        if hit is not None and not (named and ancestors(int(entry)) & named):
-            found.append(f"pid {entry} ({name}): {hit}")
+        if hit is None:
+            continue
+        above = ancestors(int(entry))
+        if (named and above & named) or (name == "git" and me in above):
+            continue  # an agent named already; this process's own git (the board's reads)
+        found.append(f"pid {entry} ({name}): {hit}")
     return found
 
 

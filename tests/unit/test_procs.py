@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -155,3 +157,41 @@ def test_a_process_caught_in_its_exec_is_read_again_and_a_kernel_thread_never(
         done.join()
     assert [(m.pid, m.values) for m in found] == [(21, {"LB_TEST_MARK": "1"})]
     assert 22 not in read
+
+
+def test_this_processs_own_git_is_not_a_process_inside_but_any_other_process_is(
+    tmp_path: Path,
+) -> None:
+    """Under load the board's own `git status` of a worktree was still running when its
+    finalize removed that worktree: it was named as a process inside and the worktree kept."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    libc = ctypes.CDLL(None, use_errno=True)
+    was = ctypes.c_int(0)
+    libc.prctl(37, ctypes.byref(was), 0, 0, 0)  # PR_GET_CHILD_SUBREAPER (an earlier exec set it)
+    libc.prctl(36, 0, 0, 0, 0)  # the stray must leave our tree, not be reparented to us
+    own = subprocess.Popen(["git", "cat-file", "--batch"], cwd=tmp_path, stdin=subprocess.PIPE)
+    other = subprocess.Popen(["sleep", "30"], cwd=tmp_path)
+    stray = subprocess.Popen(  # a git that is not this process's: it left our tree
+        ["setsid", "-f", "git", "cat-file", "--batch"], cwd=tmp_path, stdin=subprocess.PIPE
+    )
+    try:
+        stray.wait()
+        _execed(other.pid, b"sleep\x0030\x00")
+        found = []
+        end = time.monotonic() + 30
+        while (
+            not any("(git)" in line for line in found) and time.monotonic() < end
+        ):  # the stray's exec, on a loaded machine
+            found = procs.inside(str(tmp_path))
+            time.sleep(0.01)
+        assert any(line.startswith(f"pid {other.pid} (sleep)") for line in found), found
+        assert any("(git)" in line for line in found), found  # the stray
+        assert own.poll() is None  # it runs, inside
+        assert not any(line.startswith(f"pid {own.pid} ") for line in found)
+    finally:
+        for child in (own, other):
+            child.kill()
+            child.wait()
+        assert stray.stdin is not None
+        stray.stdin.close()
+        libc.prctl(36, was.value, 0, 0, 0)
