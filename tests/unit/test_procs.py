@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 import subprocess
 import time
@@ -165,10 +164,6 @@ def test_this_processs_own_git_is_not_a_process_inside_but_any_other_process_is(
     """Under load the board's own `git status` of a worktree was still running when its
     finalize removed that worktree: it was named as a process inside and the worktree kept."""
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    libc = ctypes.CDLL(None, use_errno=True)
-    was = ctypes.c_int(0)
-    libc.prctl(37, ctypes.byref(was), 0, 0, 0)  # PR_GET_CHILD_SUBREAPER (an earlier exec set it)
-    libc.prctl(36, 0, 0, 0, 0)  # the stray must leave our tree, not be reparented to us
     own = subprocess.Popen(["git", "cat-file", "--batch"], cwd=tmp_path, stdin=subprocess.PIPE)
     other = subprocess.Popen(["sleep", "30"], cwd=tmp_path)
     stray = subprocess.Popen(  # a git that is not this process's: it left our tree
@@ -194,4 +189,3 @@ def test_this_processs_own_git_is_not_a_process_inside_but_any_other_process_is(
             child.wait()
         assert stray.stdin is not None
         stray.stdin.close()
-        libc.prctl(36, was.value, 0, 0, 0)
