@@ -16,8 +16,9 @@ added (`new --no-start`, spread evenly over the repositories) and then measured:
   states it keeps);
 - the board as a real process in a tmux pane tall enough for every row: launch to every row's
   git state on the screen; CPU over IDLE seconds with nobody at the keys; CPU per hook event
-  (EVENTS events, 2 a second, through the hook script Claude runs, the idle rate taken off);
-  hook event -> the row shows the agent's new state (median and worst); peak RSS.
+  (EVENTS events, 2 a second, through the hook script Claude runs, the idle rate taken off:
+  a working agent's tool calls, then turns that need the operator); hook event -> the row
+  shows the agent's new state (median and worst); peak RSS.
 
 Then, in a small repository of its own (`--only new`): `new --no-start` against
 `git worktree add -b` of the same commit, and `restore` against `git worktree add` of the same
@@ -224,31 +225,57 @@ def measure_count(
 
 
 def hooks(board: Board, base: Path, env: dict[str, str], args: argparse.Namespace) -> str:
+    """Board CPU per hook event, the idle rate taken off, for two kinds of events, EVENTS each,
+    2 a second: a busy agent's tool calls (`PreToolUse`/`PostToolUse` while it works: nothing
+    on the row changes, which is what most hook events are), then turns that need the operator
+    (`PermissionRequest` then `Stop`: the row says waiting, then idle with a finished turn,
+    each told with a notice), with the hook -> row latency of those."""
     task_id = json.loads(laneboard(env, base / "r0", "show", "hk", "--json"))["id"]
     home = Path(env["LANEBOARD_HOME"])
     events = {**env, "LANEBOARD_EVENTS": str(home / "events" / f"{task_id}.log")}
     payload = json.dumps({"session_id": "x" * 36, "hook_event_name": "x"})
-    took: list[float] = []
-    idle_before, at0 = cpu_seconds(board.pid), time.perf_counter()
-    time.sleep(5)
-    idle_rate = (cpu_seconds(board.pid) - idle_before) / (time.perf_counter() - at0)
-    before, at = cpu_seconds(board.pid), time.perf_counter()
-    for n in range(args.events):
-        event, shown = ("PermissionRequest", "waiting") if n % 2 == 0 else ("Stop", "idle")
+
+    def fire(event: str) -> float:
         began = time.perf_counter()
         subprocess.run(
             ["sh", str(home / "hooks" / "event.sh"), event, "stdin"],
             input=payload, env=events, text=True, check=True,
         )  # fmt: skip
-        board.until(
-            lambda s=shown: f" {s} " in board.rows(["hk"]).get("hk", ""), f"hk says {shown}", 30
-        )
+        return began
+
+    def shows(state: str) -> bool:
+        return f" {state} " in board.rows(["hk"]).get("hk", "")
+
+    idle_before, at0 = cpu_seconds(board.pid), time.perf_counter()
+    time.sleep(5)
+    idle_rate = (cpu_seconds(board.pid) - idle_before) / (time.perf_counter() - at0)
+
+    def spent_per_event(before: float, at: float) -> float:
+        spent = cpu_seconds(board.pid) - before - idle_rate * (time.perf_counter() - at)
+        return spent / args.events * 1000
+
+    fire("UserPromptSubmit")  # working (its row is not on the screen: it needs nothing)
+    time.sleep(1)
+    settle(board.pid, 20)
+    before, at = cpu_seconds(board.pid), time.perf_counter()
+    for n in range(args.events):
+        began = fire("PreToolUse" if n % 2 == 0 else "PostToolUse")
+        time.sleep(max(0.0, 0.5 - (time.perf_counter() - began)))
+    time.sleep(1.0)  # the last event's read
+    tools = spent_per_event(before, at)
+    took: list[float] = []
+    before, at = cpu_seconds(board.pid), time.perf_counter()
+    for n in range(args.events):
+        event, shown = ("PermissionRequest", "waiting") if n % 2 == 0 else ("Stop", "idle")
+        began = fire(event)
+        board.until(lambda s=shown: shows(s), f"hk says {shown}", 30)
         took.append(time.perf_counter() - began)
         time.sleep(max(0.0, 0.5 - (time.perf_counter() - began)))
-    spent = cpu_seconds(board.pid) - before - idle_rate * (time.perf_counter() - at)
+    turns = spent_per_event(before, at)
     return (
-        f"board CPU per hook event {spent / args.events * 1000:6.1f} ms; hook -> row median "
-        f"{statistics.median(took) * 1000:.0f} ms, worst {max(took) * 1000:.0f} ms"
+        f"board CPU per hook event: tool calls {tools:6.1f} ms; turns that need you "
+        f"{turns:6.1f} ms, hook -> row median {statistics.median(took) * 1000:.0f} ms, "
+        f"worst {max(took) * 1000:.0f} ms"
     )
 
 

@@ -19,9 +19,11 @@ import functools
 import json
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any, Literal, get_type_hints
 
+from laneboard.core.adapters.filestamp import Stamp, settled, stamp
 from laneboard.core.domain.errors import ConfigError, LaneboardError
 from laneboard.core.domain.names import check_branch_prefix
 from laneboard.core.domain.values import asdict, field, fields, is_value, replace, value
@@ -459,16 +461,37 @@ def build(cls: Any, data: dict[str, Any]) -> Any:
     return cls(**values)
 
 
+_LOADED: dict[tuple[str, str | None, str | None], tuple[tuple[Stamp, ...], Settings]] = {}
+"""Settings already read, with the stamps of the files they came from (a long-running board
+asks for them on every refresh: the files are read again only when one changed)."""
+
+
 def load_settings(root: Path | None = None) -> Settings:
     """Merge the user file and (when `root` is given) the repo file; environment overrides last.
 
-    Each file is validated on its own first, so an error names the file that holds it.
+    Each file is validated on its own first, so an error names the file that holds it. Settings
+    are read again whenever a file changed (by its stamp, `core.adapters.filestamp`).
     """
     user_path = config_dir() / USER_CONFIG_NAME
+    repo_path = root / REPO_CONFIG_NAME if root is not None else None
+    key = (str(user_path), str(repo_path) if repo_path else None, os.environ.get("LANEBOARD_SLOTS"))
+    stamps = tuple(stamp(path, follow=True) for path in (user_path, repo_path) if path)
+    known = _LOADED.get(key)
+    if known is not None and known[0] == stamps:
+        return known[1]
+    started = time.time()
+    settings = _load_settings(user_path, repo_path)
+    if settled(stamps, started) and stamps == tuple(
+        stamp(path, follow=True) for path in (user_path, repo_path) if path
+    ):
+        _LOADED[key] = (stamps, settings)
+    return settings
+
+
+def _load_settings(user_path: Path, repo_path: Path | None) -> Settings:
     data = _read_toml(user_path)
     validate(data, str(user_path))
-    if root is not None:
-        repo_path = root / REPO_CONFIG_NAME
+    if repo_path is not None:
         repo_data = _read_toml(repo_path)
         validate(repo_data, str(repo_path))
         if "slots" in repo_data.get("lanes", {}):

@@ -10,6 +10,7 @@ the GIL for its whole run (DESIGN.md section 12).
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -17,6 +18,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from laneboard.core.adapters.filestamp import Stamp, settled, stamp
 from laneboard.core.domain.errors import GitError
 from laneboard.core.domain.values import field, value
 
@@ -152,6 +154,10 @@ def discover(
     """
     if not os.path.isdir(path):
         raise NotARepository(f"{path} is not a directory")
+    known = _FOUND.get(str(path))
+    if known is not None and known[0] == _found_stamps(path, known[1].common_dir):
+        return known[1]
+    started = time.time()
     found = run_git(
         [
             "rev-parse",
@@ -180,6 +186,8 @@ def discover(
     root = None
     if gitdir == common and top is not None and _leads_to(top / ".git", common):
         root = top  # the main checkout itself
+        if top == Path(os.path.realpath(path)):
+            _remember(path, RepoPaths(common_dir=common, root=root), started)
     if root is None and registered_root is not None:
         root = registered_root(common)
     if root is None:
@@ -194,6 +202,41 @@ def discover(
             f"cannot tell where the main checkout of {common} is; run `laneboard init` in it"
         )
     return RepoPaths(common_dir=common, root=root)
+
+
+_FOUND: dict[str, tuple[tuple[Stamp, ...], RepoPaths]] = {}
+"""What `discover` found at a main checkout's root, with the stamps that prove it still holds
+(a long-running board opens the same repositories on every refresh: no git process then)."""
+
+
+def _found_stamps(path: Path, common: Path | None) -> tuple[Stamp, ...]:
+    """Stamps of what `git rev-parse` at the main checkout `path` reads: which directory the
+    checkout and its git dir are, its `.git`, and the git dir's `config` and `commondir`."""
+    git = Path(path) / ".git"
+    inner = common if common is not None else git
+    return (
+        _which(stamp(path, follow=True)),
+        _which(stamp(git)),
+        _which(stamp(inner, follow=True)),
+        stamp(inner / "config", follow=True),
+        stamp(inner / "commondir", follow=True),
+    )
+
+
+def _which(found: Stamp) -> Stamp:
+    """Of a directory's stamp, which directory it is (not what it holds, which changes all
+    the time); any other stamp as it is."""
+    return (*found[:3], 0, 0, 0) if found and stat.S_ISDIR(found[2]) else found
+
+
+def _remember(path: Path, found: RepoPaths, started: float) -> None:
+    """Keep `found` for `path` when none of its files changed in the second before git was
+    `started` (else the next call runs git again)."""
+    stamps = _found_stamps(path, found.common_dir)
+    if settled(stamps[1:], started):
+        _FOUND[str(path)] = (stamps, found)
+    else:
+        _FOUND.pop(str(path), None)
 
 
 def _checkout_of(path: Path, gitdir: Path) -> Path | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,7 +21,7 @@ from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.agents import AgentState, State
 from laneboard.core.domain.errors import LaneboardError, WaitTimeout
 from laneboard.core.domain.models import Actor, Task, TaskState
-from laneboard.core.domain.runtime import PaneRef, pane_of, pane_state, same_pane
+from laneboard.core.domain.runtime import PaneRef, PaneState, pane_of, pane_state, same_pane
 from laneboard.core.domain.views import Outcome
 from laneboard.core.operations import agents
 from laneboard.core.operations.steps import agentstate
@@ -365,9 +365,10 @@ class AgentCommands(ServicePart):
                     settings[task.repo_id] = load_settings(None)
             return settings[task.repo_id]
 
+        panes = self.runtime.snapshot() if record or running else {}
         if record:
-            self._close_retired_panes()
-        states = agentstate.observe_all(settings_of, running, self.runtime) if running else {}
+            self._close_retired_panes(panes)
+        states = agentstate.observe_all(settings_of, running, self.runtime, panes)
         if record:  # the controller saves each turn's worktree (`core.service.reviewloop`)
             self.checkpoint_turns(running, states)
         for task in running:
@@ -409,13 +410,13 @@ class AgentCommands(ServicePart):
             )
         return changed
 
-    def _close_retired_panes(self) -> None:
+    def _close_retired_panes(self, panes: Mapping[str, PaneState]) -> None:
         """Close the dead panes of ended tasks (finalized, discarded, cancelled: retired, or
         finalized with its worktree kept), once the
         journal holds their last screen: one saved since the agent last started (its exit or
         pause saved it), else saved now in `window.closed`. Only when tmux shows a dead pane
-        that no live task owns is the ledger asked anything."""
-        panes = self.runtime.snapshot()
+        (in `panes`, the runtime's snapshot) that no live task owns is the ledger asked
+        anything."""
         dead = {pane_id for pane_id, seen in panes.items() if not seen.alive}
         if not dead:
             return

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
@@ -130,10 +131,22 @@ def checked_keymap(keys: dict[str, str], known: set[str]) -> tuple[dict[str, str
 
 
 def show(widget: Static, text: Text) -> None:
-    """Update a line of the board only when its text changed (an update costs a layout)."""
-    if getattr(widget, "_shown", None) != text:
-        widget._shown = text  # type: ignore[attr-defined]
-        widget.update(text)
+    """Update a line of the board only when its text changed, with a layout of the screen
+    only when the lines it takes may change (a layout of every widget costs more than the
+    rest of an update)."""
+    before: Text | None = getattr(widget, "_shown", None)
+    if before == text:
+        return
+    widget._shown = text  # type: ignore[attr-defined]
+    width = widget.content_size.width
+    took = _lines(before, width) if before is not None and width > 0 else None
+    widget.update(text, layout=took is None or took != _lines(text, width))
+
+
+def _lines(text: Text, width: int) -> int | None:
+    """The lines `text` takes in `width` cells when none wraps; None when one may."""
+    lines = text.plain.split("\n")
+    return len(lines) if all(cell_len(line) <= width for line in lines) else None
 
 
 class BoardCommands(Provider):

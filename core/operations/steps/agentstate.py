@@ -5,7 +5,7 @@ Reads only; `operations.agents.reconcile` is what acts on it."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from laneboard.core.adapters import agentfiles
 from laneboard.core.adapters.config import Settings, state_dir
@@ -47,14 +47,18 @@ def profile_of(settings: Settings, task: Task) -> Profile:
 
 
 def observe_all(
-    settings_of: Callable[[Task], Settings], tasks: list[Task], runtime: Runtime
+    settings_of: Callable[[Task], Settings],
+    tasks: list[Task],
+    runtime: Runtime,
+    panes: Mapping[str, PaneState] | None = None,
 ) -> dict[str, State]:
-    """The agent state of each task that has a pane, from one runtime snapshot, one chained
-    capture and each task's event file. Reads only."""
+    """The agent state of each task that has a pane, from one runtime snapshot (`panes`, or
+    one taken now), one chained capture and each task's event file. Reads only."""
     with_pane = [task for task in tasks if task.tmux_pane]
     if not with_pane:
         return {}
-    panes = runtime.snapshot()
+    if panes is None:
+        panes = runtime.snapshot()
     states = state_dir()
     alive: list[tuple[Task, PaneState]] = []
     found: dict[str, State] = {}
