@@ -46,7 +46,24 @@ def new_task_id() -> str:
     return os.urandom(6).hex()  # what secrets.token_hex does, without importing hmac
 
 
+_MADE: dict[tuple[object, ...], Task] = {}
+"""Tasks already made from a row, by the row's values: the board reads every task on each
+refresh and most rows have not changed (a `Task` is immutable, so one is shared)."""
+MADE_MOST = 8192
+
+
 def _task_from_row(row: sqlite3.Row) -> Task:
+    key = tuple(row)
+    made = _MADE.get(key)
+    if made is None:
+        made = _make_task(row)
+        if len(_MADE) >= MADE_MOST:
+            _MADE.clear()
+        _MADE[key] = made
+    return made
+
+
+def _make_task(row: sqlite3.Row) -> Task:
     identity = None
     if row["dir_ino"] is not None:
         identity = Identity(

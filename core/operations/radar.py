@@ -78,13 +78,31 @@ def own_work(
         target = branches.get(task.target) if task.target else None
         if target is None:
             continue
-        base = history.merge_base(ctx.root, target, tip)
-        if base is None or base == tip:
-            continue
-        base_tree, tip_tree = history.trees(ctx.root, [base, tip])
-        if base_tree != tip_tree:
+        key = (str(ctx.common_dir), target, tip)
+        if key not in _OWN:
+            if len(_OWN) >= OWN_MOST:
+                _OWN.clear()
+            _OWN[key] = _own_base(ctx, target, tip)
+        base = _OWN[key]
+        if base is not None:
             found.append(Work(task, target, base, tip))
     return found
+
+
+_OWN: dict[tuple[str, str, str], str | None] = {}
+"""(common dir, target commit, tip commit) -> the merge base when the tip has work of its own,
+else None: a fact of two commits that never changes, so a board's every radar after its first
+costs no git process for a task whose tip and target stayed."""
+OWN_MOST = 20000
+
+
+def _own_base(ctx: RepoContext, target: str, tip: str) -> str | None:
+    """The merge base of `target` and `tip` when `tip`'s tree differs from it, else None."""
+    base = history.merge_base(ctx.root, target, tip)
+    if base is None or base == tip:
+        return None
+    base_tree, tip_tree = history.trees(ctx.root, [base, tip])
+    return base if base_tree != tip_tree else None
 
 
 def _replayed(ctx: RepoContext, work: Work, onto: str) -> str | None:

@@ -55,6 +55,8 @@ SLOWEST_TICK = 8.0
 ARM_WITHIN = 3.0
 """Seconds the controller waits for its first watch to be set up before its first full read
 (it reads anyway after that; the states are then kept from the next read on)."""
+MARK_EVERY = 0.05
+"""Seconds between two markers while the first watch is being set up (see `_watch_first`)."""
 CLAIM_EVERY = 5.0
 """While another process is the controller, this board asks to take its place this often."""
 RADAR_EVERY = 300.0
@@ -309,25 +311,32 @@ class Feed:
             return
         if self._pending is None or not self._plan.fences:
             return
-        marker = os.path.join(self._plan.fences, f"armed-{os.getpid()}-{os.urandom(6).hex()}")
-        with contextlib.suppress(OSError):
-            open(marker, "x").close()
+        markers: list[str] = []
         end = time.monotonic() + ARM_WITHIN
         try:
             while time.monotonic() < end:
-                try:
-                    kind, item = self._queue.get(timeout=max(0.0, end - time.monotonic()))
-                except queue.Empty:
-                    return
-                if kind == "armed":
-                    self._armed(item)
-                    return
-                if kind == "stop":
-                    self._queue.put((kind, item))
-                    return
+                # A marker made before the watch thread has set its watch up is seen by no
+                # one: a new one is made every `MARK_EVERY` until one comes through.
+                marker = f"armed-{os.getpid()}-{os.urandom(6).hex()}"
+                markers.append(os.path.join(self._plan.fences, marker))
+                with contextlib.suppress(OSError):
+                    open(markers[-1], "x").close()
+                again = min(end, time.monotonic() + MARK_EVERY)
+                while True:
+                    try:
+                        kind, item = self._queue.get(timeout=max(0.0, again - time.monotonic()))
+                    except queue.Empty:
+                        break
+                    if kind == "armed":
+                        self._armed(item)
+                        return
+                    if kind == "stop":
+                        self._queue.put((kind, item))
+                        return
         finally:
-            with contextlib.suppress(OSError):
-                os.unlink(marker)
+            for marker in markers:
+                with contextlib.suppress(OSError):
+                    os.unlink(marker)
 
     def _snapshot_for_watch(self) -> bool:
         """Set the watch up from the ledger's record (the first paint's); whether it started."""
@@ -527,10 +536,9 @@ class Feed:
                 view.task.tmux_pane for board in snapshot.repos for view in board.tasks
             )
             self._rewatch(snapshot)
-            radar = self._radar_for(snapshot)
             other = None if self._controller else service.controller()
             self._failing = False
-            self.post(Update(snapshot, radar, events, controller=other))
+            self._show(snapshot, events, other)
         except LaneboardError as err:
             self._post_error(str(err))
         except Exception as err:  # noqa: BLE001 (the feed must outlive one bad read)
@@ -586,7 +594,7 @@ class Feed:
             if look or listing:
                 self._wait_tick = self.tick
             other = None if self._controller else service.controller()
-            self.post(Update(snapshot, self._radar_for(snapshot), events, controller=other))
+            self._show(snapshot, events, other)
         except LaneboardError as err:
             self._post_error(str(err))
 
@@ -622,6 +630,15 @@ class Feed:
         for gone in set(self._gits) - live:
             del self._gits[gone]
         return replace(snapshot, repos=tuple(boards))
+
+    def _show(self, snapshot: BoardSnapshot, events: tuple[Event, ...], other: int | None) -> None:
+        """Post the rows, then the radar when a tip moved and it changed: the git states are
+        not kept waiting for it (at the first read it runs a git process or two per task)."""
+        before = self._radar
+        self.post(Update(snapshot, before, events, controller=other))
+        radar = self._radar_for(snapshot)
+        if radar != before:
+            self.post(Update(snapshot, radar, (), controller=other))
 
     def _radar_for(self, snapshot: BoardSnapshot) -> dict[str, tuple[Overlap, ...]]:
         """The radar's conflicts by task id, recomputed when a tip moved (cached by commit pair
