@@ -55,7 +55,8 @@ def main(raw: str) -> int:
         signal.signal(signum, lambda *_: None)
     signal.signal(signal.SIGHUP, _hang_up)
     fields: dict[str, Any] = {
-        k: tuple(v) if isinstance(v, list) else v for k, v in plan["layout"].items()
+        k: tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v
+        for k, v in plan["layout"].items()
     }
     layout = Layout(**fields)
     state = Path(plan["state"])
@@ -103,6 +104,9 @@ def main(raw: str) -> int:
         code = int(hung.code or 0)
         raise
     finally:
+        for _source, dest in layout.private:  # the empty directory its cache was bound over
+            with contextlib.suppress(OSError):
+                os.rmdir(dest)
         watcher.stop()
         server.close()
         if stream is not None and stream.poll() is None:

@@ -98,6 +98,10 @@ class Profile:
     """Seconds between pasting text and pressing Enter: some agents swallow an Enter that
     follows a paste at once (Gemini)."""
     conversation: Conversation = Conversation.NEWEST
+    private: tuple[str, ...] = ()
+    """Names in the worktree's top the agent writes for itself (aider's tags cache): inside its
+    sandbox each is a directory of laneboard's state bound there, so nothing of it lands in the
+    worktree (an empty directory stands there while the agent runs; it is removed after)."""
     hook_ignore: tuple[str, ...] = ()
     """Shell patterns over a hook's payload: a matching event is not the agent's own (Codex
     reports its title generator's turns too), and is dropped by the hook itself."""
@@ -199,6 +203,7 @@ BUILTIN: dict[str, Profile] = {
             # `>`, or its mode first when it is not the default: `diff>`, `ask>`, `multi>`
             idle=(r"^\s*[\w-]*>\s*$",),
             enter_delay=0.2,
+            private=(".aider.tags.cache.v4",),  # its repo map's cache: no option moves it
         ),
         Profile("shell", ("/bin/sh",), prompt=Prompt.NONE, idle=(r"[$#]\s*$",)),
     )
@@ -215,7 +220,7 @@ def custom(command: Sequence[str]) -> Profile:
 _TUPLES = frozenset(
     {
         "command", "pin", "resume", "resume_command", "fork", "prompt_args", "busy", "waiting",
-        "idle", "hook_ignore",
+        "idle", "hook_ignore", "private",
     }
 )  # fmt: skip
 _ENUMS: dict[str, type[StrEnum]] = {
@@ -223,6 +228,10 @@ _ENUMS: dict[str, type[StrEnum]] = {
     "hooks": Hooks,
     "conversation": Conversation,
 }
+
+
+PRIVATE_NAME = re.compile(r"[\w.-]+")
+"""What a profile's `private` entry may be: one plain name, no directory in it."""
 
 
 def with_overrides(profile: Profile, fields: Mapping[str, object]) -> Profile:
@@ -256,6 +265,9 @@ def with_overrides(profile: Profile, fields: Mapping[str, object]) -> Profile:
             values[key] = given
         else:
             raise ValueError(f"{key}: not a profile field laneboard knows")
+    for name in values.get("private", ()):  # type: ignore[attr-defined]
+        if not PRIVATE_NAME.fullmatch(name) or name in (".", "..", ".git"):
+            raise ValueError(f"private: {name!r} is not a plain name in the worktree's top")
     for key in ("busy", "waiting", "idle"):
         for pattern in values.get(key, ()):  # type: ignore[attr-defined]
             try:

@@ -140,6 +140,9 @@ class Layout:
     """Pieces of what is masked lent back read-only: the hook script, its agent settings, its
     shims, the git guard; and your ssh agent's socket (it signs with your keys, as your own
     permissions allow; it runs nothing)."""
+    private: tuple[tuple[str, str], ...] = ()
+    """(laneboard's directory, the name in the worktree it is bound over): what the agent keeps
+    for itself where it writes into the worktree (aider's tags cache), kept out of it."""
     owned: tuple[str, ...] = ()
     """Pieces of the masked state lent back writable: its event file, its agent's own data
     directory (aider's history), its object directory."""
@@ -192,6 +195,8 @@ def mounts(layout: Layout) -> list[Mount]:
         found.append(Mount("--ro-bind-try", path, path, "a repository's files and git metadata"))
     found.append(Mount("--bind-try", layout.worktree, layout.worktree, "its own worktree"))
     found.append(Mount("--bind-try", layout.admin_dir, layout.admin_dir, "its HEAD and index"))
+    for source, dest in layout.private:
+        found.append(Mount("--bind-try", dest, source, "its agent's cache, out of the worktree"))
     for path in layout.namespace:
         found.append(Mount("--bind-try", path, path, "its own branches and their reflogs"))
     for path in layout.sealed:

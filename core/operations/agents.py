@@ -27,7 +27,10 @@ from laneboard.core.adapters.config import Settings, state_dir
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.agents import (
+    EXIT_EVENT,
+    HOOK_STATES,
     AgentState,
+    Hooks,
     Profile,
     Prompt,
     State,
@@ -35,6 +38,7 @@ from laneboard.core.domain.agents import (
     launch_argv,
     pane_argv,
     profiles,
+    read_screen,
     ready_for_prompt,
     session_name,
 )
@@ -43,9 +47,11 @@ from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.models import Actor, Task, TaskState
 from laneboard.core.domain.runtime import (
     LaunchSpec,
+    PaneRef,
     Runtime,
     Shims,
     pane_of,
+    pane_state,
 )
 from laneboard.core.domain.values import asdict
 from laneboard.core.operations.steps import confinement
@@ -61,6 +67,11 @@ from laneboard.core.operations.steps.stopping import stop_unrecorded
 
 READY_WAIT = 10.0
 """How long a typed first prompt waits for the agent's screen to settle."""
+STARTING = 60.0
+"""Seconds after an agent's start (or resume) in which `send` waits for its screen to settle."""
+SUBMIT_WAIT = 3.0
+"""Seconds a typed text waits for the agent to be seen taking it before Enter is sent again."""
+ENTER_AGAIN = 2
 PROMPT_DEFERRED = "agent.prompt_deferred"
 """The journal's word that a starter gave up typing the first prompt: the controller types it."""
 STARTABLE = (
@@ -185,6 +196,7 @@ def start(
     )
     if box.decision.refused:
         raise AgentError(f"{task.name}: no agent started: {box.decision.note}")
+    box = confinement.with_private(box, task, profile.private)
     command = pane_argv(argv)
     if box.layout is not None:
         command = warden.argv(
@@ -298,17 +310,102 @@ def _type_when_ready(runtime: Runtime, task: Task, text: str, profile: Profile) 
     within `READY_WAIT`: nothing was typed."""
     pane = pane_of(task)
     assert pane is not None
-    end = time.monotonic() + READY_WAIT
+    if not _wait_ready(runtime, pane, profile, READY_WAIT):
+        return False
+    _type_and_confirm(runtime, task, pane, text, profile)
+    return True
+
+
+def type_text(runtime: Runtime, task: Task, pane: PaneRef, text: str, profile: Profile) -> bool:
+    """Type `text` and Enter into the task's agent (`laneboard send`) so that it is taken:
+    an agent that started in the last `STARTING` seconds (a resume loads its conversation
+    after its screen first shows) is first given up to `READY_WAIT` to settle on its input
+    line; a busy agent later on is typed into at once (it queues what it is sent). Whether
+    the agent was seen taking it (`_type_and_confirm`)."""
+    if time.time() - (task.agent_started_at or 0.0) < STARTING:
+        _wait_ready(runtime, pane, profile, READY_WAIT, loaded=True)
+    return _type_and_confirm(runtime, task, pane, text, profile)
+
+
+def _wait_ready(
+    runtime: Runtime, pane: PaneRef, profile: Profile, within: float, *, loaded: bool = False
+) -> bool:
+    """Wait until the pane's screen has been still for half a second on a screen ready for a
+    prompt (`ready_for_prompt`); with `loaded`, until it shows work or a question, or has
+    been still on anything but a blank screen (a loaded agent: what is sent then is queued or
+    answers). False when that was not within `within` seconds."""
+    end = time.monotonic() + within
     last, since = "", time.monotonic()
     while time.monotonic() < end:
         screen = runtime.capture(pane, SCREEN_LINES)
+        seen = read_screen(profile, screen)
+        if loaded and (seen.busy or seen.waiting):
+            return True
         if screen != last:
             last, since = screen, time.monotonic()
-        elif time.monotonic() - since >= 0.5 and ready_for_prompt(profile, screen):
-            runtime.send_text(pane, text, enter=True, enter_delay=profile.enter_delay)
+        elif time.monotonic() - since >= 0.5 and (
+            not seen.blank if loaded else ready_for_prompt(profile, screen)
+        ):
             return True
         time.sleep(0.1)
     return False
+
+
+def _type_and_confirm(
+    runtime: Runtime, task: Task, pane: PaneRef, text: str, profile: Profile
+) -> bool:
+    """Paste `text`, then Enter; then look for `SUBMIT_WAIT` seconds for the agent taking it
+    (`_taken`). Without a sign, Enter again (at most `ENTER_AGAIN` times): an agent that is
+    still loading may keep the paste and drop the Enter (Claude right after a resume), and an
+    Enter into an empty input line is ignored by every built-in agent (an open question is
+    never answered by it: a question on the screen counts as taken). Whether it was seen
+    taken."""
+    since = time.time()
+    runtime.send_text(pane, text, enter=False)
+    if profile.enter_delay > 0:
+        time.sleep(profile.enter_delay)
+    # An agent whose hooks report a prompt taken is believed on that alone; for the others the
+    # screen moving after the Enter is a sign too (a loading Claude redraws while it drops it).
+    before = None if profile.hooks is Hooks.CLAUDE else runtime.capture(pane, SCREEN_LINES)
+    runtime.send_text(pane, "", enter=True)
+    for _again in range(ENTER_AGAIN):
+        if _taken(runtime, task, pane, profile, since, before):
+            return True
+        runtime.send_text(pane, "", enter=True)
+    return _taken(runtime, task, pane, profile, since, before)
+
+
+TAKING = frozenset(HOOK_STATES) - {"SessionStart", "SessionEnd"}
+"""Hook events that say the agent took what it was sent (its turn began, asked, or ended); a
+session starting or ending, or a notification, does not."""
+ENDING = frozenset({"SessionEnd", EXIT_EVENT})
+"""Events of an agent that ended (what it was sent may have ended it)."""
+
+
+def _taken(
+    runtime: Runtime,
+    task: Task,
+    pane: PaneRef,
+    profile: Profile,
+    since: float,
+    before: str | None,
+) -> bool:
+    """Whether the agent was seen taking what was typed at `since` within `SUBMIT_WAIT`: a
+    hook event, a busy or asking screen, a screen no longer the one `before` the Enter (when
+    given), or the agent ending (there is no Enter to give it then)."""
+    end = time.monotonic() + SUBMIT_WAIT
+    while True:
+        event = agentfiles.last_event(state_dir(), task.id)
+        if event is not None and event.at >= since and event.name in TAKING | ENDING:
+            return True
+        screen = runtime.capture(pane, SCREEN_LINES)
+        seen = read_screen(profile, screen)
+        if seen.busy or seen.waiting or (before is not None and screen != before):
+            return True
+        if time.monotonic() >= end:
+            found = pane_state(runtime, pane)
+            return found is None or not found.alive
+        time.sleep(0.1)
 
 
 # --- what agents are doing -------------------------------------------------------------------

@@ -279,10 +279,10 @@ class AgentCommands(ServicePart):
                 if cancel is None:
                     time.sleep(SEND_POLL)
         pane = self._pane(ctx, found)  # again: it may have changed while we waited
-        delay = agentstate.profile_of(ctx.settings, found).enter_delay
-        self.runtime.send_text(pane, text, enter=True, enter_delay=delay)
+        profile = agentstate.profile_of(ctx.settings, found)
+        taken = agents.type_text(self.runtime, found, pane, text, profile)
         sent = self._ledger().update_task(
-            found.id, actor=self.actor, kind="agent.sent", data={"text": text}
+            found.id, actor=self.actor, kind="agent.sent", data={"text": text, "seen": taken}
         )
         return Outcome(sent, ctx.repo)
 

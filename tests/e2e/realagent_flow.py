@@ -90,29 +90,18 @@ def exercise(
         turns = time.monotonic() - began
         # nothing of the agent lands in the worktree (its history, its settings)
         untracked = git(worktree, "status", "--porcelain", "--ignored")
-        assert set(untracked.split()) <= {"??", "asked.txt", ".aider.tags.cache.v4/"}, untracked
+        assert set(untracked.split()) <= {"??", "asked.txt"}, untracked
 
-        # pause and resume: the same conversation goes on. Not for aider (no ids: it starts
-        # anew) nor opencode (its resumed session loses a prompt sent as soon as its screen
-        # shows, and its start costs ~10 s: open, docs/agents.md).
-        if agent in ("aider", "opencode"):
+        # pause and resume: the same conversation goes on, and the first send after the
+        # resume is taken (an agent that still loads then may drop the Enter: `send` sees no
+        # sign of it taking the text and presses Enter again). Not for aider (no ids: it
+        # starts anew).
+        if agent == "aider":
             return
         assert cli("pause", "t").code == 0
         assert cli("resume", "t").code == 0
         _until(lambda: state() == "idle", f"idle after resume ({state()})")
         assert cli("send", "t", "and again").code == 0
-        try:
-            _until(lambda: any("and again" in p for p in api.prompts()), "sent", within=8.0)
-        except AssertionError:
-            # Open (docs/agents.md): right after a resume an agent may keep the paste and drop
-            # the Enter (Claude), or drop both while it still loads (Gemini, under load). This
-            # test proves the conversation goes on, not that: Enter again, or send again.
-            if "and again" in screen():
-                print(f"{agent}: the Enter of the first send after resume was lost")
-                server.cmd("send-keys", "-t", "t", "Enter")
-            else:
-                print(f"{agent}: the first send after resume was lost; sent again")
-                assert cli("send", "t", "and again").code == 0
         _until(lambda: any("and again" in p for p in api.prompts()), "the turn after resume")
         after = [b for _, b in list(api.requests) if "and again" in json.dumps(b)]
         assert "hello there" in json.dumps(after[-1]), "resumed another conversation"

@@ -240,6 +240,60 @@ def test_pause_keeps_every_file_and_resume_continues_the_same_conversation(
     assert f"cwd: {worktree}" in screen(server, cli, "t")
 
 
+def test_a_send_right_after_a_resume_is_taken_though_the_agent_drops_its_enter(
+    repo: Path, cli, agents, server
+) -> None:
+    """Claude Code shows its idle prompt while a resumed conversation still loads, keeps what
+    is pasted then and loses the Enter: `send` sees no sign of the agent taking it and presses
+    Enter again."""
+    agents("", 'env = { FAKE_CLAUDE_LOADING = "2" }')
+    assert cli("new", "t", "--prompt", "first").code == 0
+    eventually(lambda: "done: first" in screen(server, cli, "t"), "the first turn")
+    assert cli("pause", "t").code == 0
+    assert cli("resume", "t").code == 0
+    eventually(lambda: "resumed conversation" in screen(server, cli, "t"), "the resume")
+    assert cli("send", "t", "and again").code == 0
+    eventually(lambda: "done: and again" in screen(server, cli, "t"), "the turn sent")
+    sent = [
+        e for e in json.loads(cli("log", "t", "--json").out)["events"] if e["kind"] == "agent.sent"
+    ]
+    assert sent[-1]["data"] == {"text": "and again", "seen": True}
+
+
+def test_what_an_agent_keeps_private_is_kept_out_of_the_worktree(
+    repo: Path, cli, agents, server
+) -> None:
+    """A profile's `private` name (aider's tags cache): inside the sandbox a directory of
+    laneboard's state is bound there, so the agent's writes land outside the worktree; the
+    empty directory it was bound over goes when the agent ends. Something else already at the
+    name (a symbolic link the agent left) is never replaced or followed."""
+    agents("", 'private = ["cachedir", "linked"]')
+    worktree = repo / ".worktrees" / "t"
+    assert cli("new", "t").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle")
+    assert cli("send", "t", "write cachedir/tags v4").code == 0
+    eventually(lambda: "done: wrote cachedir/tags" in screen(server, cli, "t"), "the write")
+    task_id = show(cli, "t")["id"]
+    kept = Path(os.environ["LANEBOARD_HOME"]) / "agentdata" / task_id / "private"
+    assert (kept / "cachedir" / "tags").read_text() == "v4\n"
+    assert list((worktree / "cachedir").iterdir()) == []  # the mount point, seen outside
+    assert git(worktree, "status", "--porcelain", "--ignored") == ""
+    assert cli("pause", "t").code == 0
+    assert not (worktree / "cachedir").exists() and not (worktree / "linked").exists()
+    (worktree / "sub").mkdir()
+    (worktree / "linked").symlink_to("sub")
+    assert cli("resume", "t").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle after resume")
+    assert cli("send", "t", "write linked/note through the link").code == 0
+    eventually(lambda: "done: wrote linked/note" in screen(server, cli, "t"), "the second write")
+    assert (worktree / "linked").is_symlink()
+    assert (worktree / "sub" / "note").read_text() == "through the link\n"
+    assert not (kept / "linked" / "note").exists()
+    assert cli("send", "t", "write cachedir/more kept").code == 0
+    eventually(lambda: "done: wrote cachedir/more" in screen(server, cli, "t"), "the third")
+    assert sorted(p.name for p in (kept / "cachedir").iterdir()) == ["more", "tags"]
+
+
 def test_a_stubborn_agent_is_stopped_after_the_grace(
     repo: Path, cli, agents, server, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -19,13 +19,15 @@ Input lines: `work S` (busy S seconds, with hooks), `quiet S` (busy S seconds, p
 sending no hook), `ask` (a permission question; the next line answers it), `write NAME TEXT`
 (a turn that writes a file in the cwd; `\\n` in TEXT is a line break), `spawn` (a helper
 in its own process group that ignores SIGTERM), `exit N` (SessionEnd, then exit N); anything
-else is a prompt answered at once. `FAKE_CLAUDE_IGNORE_TERM=1` ignores SIGTERM (a stubborn agent).
+else is a prompt answered at once. `FAKE_CLAUDE_IGNORE_TERM=1` ignores SIGTERM (a stubborn agent);
+`FAKE_CLAUDE_LOADING=S` drops the Enter of what is typed in the S seconds after a resume.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -103,6 +105,24 @@ class Agent:
         if hooks:
             self.hook("Stop")
 
+    def load(self) -> str:
+        """`FAKE_CLAUDE_LOADING=S`: for S seconds after a resume the idle prompt shows while
+        the conversation still loads, and what is typed then is kept in the input line but its
+        Enter is lost (as Claude Code does); the text kept is returned."""
+        loading = float(os.environ.get("FAKE_CLAUDE_LOADING") or 0)
+        if not loading:
+            return ""
+        print(f"{MARKER} ", end="", flush=True)
+        kept = ""
+        end = time.monotonic() + loading
+        while (left := end - time.monotonic()) > 0:
+            if select.select([sys.stdin], [], [], left)[0]:
+                got = sys.stdin.readline()
+                if not got:
+                    break
+                kept += got.rstrip("\n")
+        return kept
+
     def run(self) -> int:
         if os.environ.get("FAKE_CLAUDE_IGNORE_TERM"):
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -114,12 +134,16 @@ class Agent:
         self.hook("SessionStart", source="resume" if self.resumed else "startup")
         if self.prompt:
             self.turn(self.prompt, 1.0)
+        pending = self.load() if self.resumed else ""
         while True:
             try:
-                line = input(f"{MARKER} ").strip()
+                line = (pending + input(f"{MARKER} {pending}")).strip()
             except EOFError:
                 line = "exit 0"
+            pending = ""
             command, _, rest = line.partition(" ")
+            if command in ("exit", "spawn"):  # a prompt Claude takes without a turn
+                self.hook("UserPromptSubmit", prompt=line)
             if command == "exit":
                 self.hook("SessionEnd")
                 return int(rest or 0)

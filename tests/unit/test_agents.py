@@ -146,6 +146,10 @@ def test_config_overrides_and_adds_profiles_and_names_what_is_wrong() -> None:
         ({"claude": {"prompt": "shout"}}, "claude.prompt: expected one of"),
         ({"new": {"busy": ["x"]}}, "new.command: a new profile needs its command"),
         ({"claude": {"command": "claude"}}, "claude.command: expected a list of strings"),
+        ({"aider": {"private": ["../up"]}}, "aider.private: '../up' is not a plain name"),
+        ({"aider": {"private": ["a/b"]}}, "aider.private: 'a/b' is not a plain name"),
+        ({"aider": {"private": [".git"]}}, "aider.private: '.git' is not a plain name"),
+        ({"aider": {"private": [".."]}}, "aider.private: '..' is not a plain name"),
     ]:
         with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("'", "'")):
             profiles(config)  # type: ignore[arg-type]

@@ -5,10 +5,12 @@ the sandbox's paths, made ready. A shared step: it imports no operation.
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 from pathlib import Path
 
-from laneboard.core.adapters import confine, taskobjects, vault
+from laneboard.core.adapters import agentfiles, confine, taskobjects, vault
 from laneboard.core.adapters.config import config_dir, state_dir
 from laneboard.core.adapters.db import Database
 from laneboard.core.adapters.git import git_env, run_git
@@ -17,7 +19,7 @@ from laneboard.core.domain.confine import Decision, Layout
 from laneboard.core.domain.errors import GitError, LaneboardError
 from laneboard.core.domain.models import Actor, Task
 from laneboard.core.domain.names import namespace_of, namespaced
-from laneboard.core.domain.values import value
+from laneboard.core.domain.values import replace, value
 
 
 @value
@@ -30,6 +32,32 @@ class Sandbox:
     objects: Path | None = None
     refs: tuple[Path, ...] = ()
     """Its own ref directory (the vault keeps the tips found there)."""
+
+
+def with_private(box: Sandbox, task: Task, names: tuple[str, ...]) -> Sandbox:
+    """`box` with each of `names` (a profile's `private`) bound over the worktree's entry of
+    that name from `agentdata/<task>/private/` (see `Profile.private`). The entry is made as an
+    empty directory when missing; one that is something else (a file, a symbolic link) is
+    left as it is and not bound: nothing in the worktree is ever replaced."""
+    if box.layout is None or not names:
+        return box
+    own = agentfiles.agent_data(state_dir(), task.id) / "private"
+    found: list[tuple[str, str]] = []
+    for name in names:
+        dest = os.path.join(box.layout.worktree, name)
+        try:
+            os.mkdir(dest, 0o700)
+        except FileExistsError:
+            pass
+        except OSError:
+            continue
+        info = os.lstat(dest)
+        if not stat.S_ISDIR(info.st_mode):
+            continue
+        source = own / name
+        source.mkdir(parents=True, exist_ok=True)
+        found.append((os.path.realpath(source), dest))
+    return replace(box, layout=replace(box.layout, private=tuple(found)))
 
 
 def channel_dir(task_id: str) -> Path:
