@@ -65,6 +65,35 @@ class Separator(str):
 
 
 SEP = Separator(";")
+
+
+def _captures(panes: list[PaneRef], lines: int, *, colour: bool = False) -> list[str]:
+    """Chained tmux commands printing each pane's id behind `MARK`, then its last `lines`
+    lines. The id goes through tmux's own format: display-message runs its text through
+    strftime, which would eat a literal `%3`."""
+    escapes = ["-e"] if colour else []
+    args: list[str] = []
+    for pane in panes:
+        if args:
+            args.append(SEP)
+        args += ["display-message", "-p", "-t", pane.pane_id, MARK + "#{pane_id}", SEP]
+        args += ["capture-pane", "-p", *escapes, "-J", "-t", pane.pane_id, "-S", str(-lines)]
+    return args
+
+
+def _screens(lines: Iterable[str]) -> dict[str, str]:
+    """The screens in the output of `_captures`, by pane id."""
+    screens: dict[str, str] = {}
+    current: str | None = None
+    for line in lines:
+        if line.startswith(MARK):
+            current = line[len(MARK) :]
+            screens[current] = ""
+        elif current is not None:
+            screens[current] += line + "\n"
+    return screens
+
+
 BACK_KEY = "F12"
 """The key that brings the operator back to the board from a task's pane."""
 BACK_HINT = f" {BACK_KEY}: back to the board "
@@ -167,8 +196,11 @@ class TmuxRuntime:
             return {}  # without tmux no pane exists: every task's runtime is lost
         if result.returncode != 0:
             return {}  # no server (or no sessions): no panes
+        return self._panes(result.stdout)
+
+    def _panes(self, lines: Iterable[str]) -> dict[str, PaneState]:
         panes: dict[str, PaneState] = {}
-        for line in result.stdout:
+        for line in lines:
             parts = line.split("\t", len(FIELDS) - 1)
             if len(parts) != len(FIELDS):
                 continue
@@ -192,6 +224,25 @@ class TmuxRuntime:
             )
         return panes
 
+    def look(
+        self, panes: Iterable[PaneRef], lines: int
+    ) -> tuple[Mapping[str, PaneState], dict[str, str]]:
+        """`snapshot` and the screens of `panes` (as `capture_many`), in one tmux invocation:
+        what one refresh of a few agents costs (a hook event's: one process, not two)."""
+        wanted = list(panes)
+        if not wanted:
+            return self.snapshot(), {}
+        try:
+            result = self._run("list-panes", "-a", "-F", FORMAT, SEP, *_captures(wanted, lines))
+        except TmuxError:
+            return {}, {}
+        if result.returncode != 0:  # no server, or a pane gone meanwhile: one by one
+            return self.snapshot(), self.capture_many(wanted, lines)
+        first = next((n for n, line in enumerate(result.stdout) if line.startswith(MARK)), None)
+        if first is None:
+            return self._panes(result.stdout), {}
+        return self._panes(result.stdout[:first]), _screens(result.stdout[first:])
+
     def capture(self, pane: PaneRef, lines: int) -> str:
         return self.capture_many([pane], lines).get(pane.pane_id, "")
 
@@ -200,34 +251,17 @@ class TmuxRuntime:
     ) -> dict[str, str]:
         """The last `lines` lines of each pane's screen (joined wrapped lines; with `colour`,
         its colours as escapes), in one tmux invocation; a pane that is gone is left out."""
-        escapes = ["-e"] if colour else []
-        args: list[str] = []
-        wanted = [pane.pane_id for pane in panes]
-        for pane_id in wanted:
-            if args:
-                args.append(SEP)
-            # The id through tmux's own format: display-message runs its text through
-            # strftime, which would eat a literal `%3`.
-            args += ["display-message", "-p", "-t", pane_id, MARK + "#{pane_id}", SEP]
-            args += ["capture-pane", "-p", *escapes, "-J", "-t", pane_id, "-S", str(-lines)]
-        if not args:
+        wanted = list(panes)
+        if not wanted:
             return {}
-        result = self._run(*args)
+        result = self._run(*_captures(wanted, lines, colour=colour))
         if result.returncode != 0 and len(wanted) > 1:
             # One pane vanished meanwhile: tmux stops at the failing command. Read one by one.
             found: dict[str, str] = {}
-            for pane_id in wanted:
-                found.update(self.capture_many([PaneRef(pane_id)], lines, colour=colour))
+            for pane in wanted:
+                found.update(self.capture_many([PaneRef(pane.pane_id)], lines, colour=colour))
             return found
-        screens: dict[str, str] = {}
-        current: str | None = None
-        for line in result.stdout:
-            if line.startswith(MARK):
-                current = line[len(MARK) :]
-                screens[current] = ""
-            elif current is not None:
-                screens[current] += line + "\n"
-        return screens
+        return _screens(result.stdout) if result.returncode == 0 else {}
 
     def history(self, pane: PaneRef) -> str:
         """The pane's whole scrollback and screen."""

@@ -99,6 +99,12 @@ class Runtime(Protocol):
         """Every pane laneboard can see, by pane id, in one call."""
         ...
 
+    def look(
+        self, panes: Iterable[PaneRef], lines: int
+    ) -> tuple[Mapping[str, PaneState], dict[str, str]]:
+        """`snapshot` and `capture_many(panes, lines)` in one call."""
+        ...
+
     def launch(self, spec: LaunchSpec) -> PaneRef:
         """Start `spec.argv` as the command of a new pane; return its ref."""
         ...
@@ -150,6 +156,11 @@ class NoRuntime:
 
     def snapshot(self) -> Mapping[str, PaneState]:
         return {}
+
+    def look(
+        self, panes: Iterable[PaneRef], lines: int
+    ) -> tuple[Mapping[str, PaneState], dict[str, str]]:
+        return {}, {}
 
     def launch(self, spec: LaunchSpec) -> PaneRef:
         raise NotImplementedError("no agent runtime is wired")

@@ -365,10 +365,10 @@ class AgentCommands(ServicePart):
                     settings[task.repo_id] = load_settings(None)
             return settings[task.repo_id]
 
-        panes = self.runtime.snapshot() if record or running else {}
+        looked = agentstate.look_at(self.runtime, running) if record or running else ({}, {})
         if record:
-            self._close_retired_panes(panes)
-        states = agentstate.observe_all(settings_of, running, self.runtime, panes)
+            self._close_retired_panes(looked[0])
+        states = agentstate.observe_all(settings_of, running, self.runtime, looked)
         if record:  # the controller saves each turn's worktree (`core.service.reviewloop`)
             self.checkpoint_turns(running, states)
         for task in running:

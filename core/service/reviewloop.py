@@ -93,9 +93,8 @@ class ReviewLoopCommands(ServicePart):
     def checkpoint_turns(self, running: list[Task], states: dict[str, State]) -> None:
         """The controller's part: a checkpoint for each running task whose agent ended a turn
         it has not seen yet, or exited. A task whose worktree cannot be read is skipped (its
-        next turn tries again)."""
-        from laneboard.core.operations import checkpoints
-
+        next turn tries again). pygit2 is loaded only when a turn ended (12 MB a board with no
+        agent never needs)."""
         if not hasattr(self, "_turns"):
             self._turns, self._was = {}, {}
         for task in running:
@@ -108,6 +107,8 @@ class ReviewLoopCommands(ServicePart):
             if turn is None or self._turns.get(task.id) == turn:
                 continue
             self._turns[task.id] = turn
+            from laneboard.core.operations import checkpoints
+
             try:
                 ctx = self._open(task.repo_id)
                 if not ctx.settings.checkpoints.enabled or not ctx.verify(task).ok:

@@ -46,19 +46,28 @@ def profile_of(settings: Settings, task: Task) -> Profile:
     return known[name]
 
 
+Looked = tuple[Mapping[str, PaneState], dict[str, str]]
+"""A runtime's `look`: every pane, and the screens of the panes asked for."""
+
+
+def look_at(runtime: Runtime, tasks: list[Task]) -> Looked:
+    """One `look` at the runtime: every pane, and the screens of `tasks`' panes."""
+    return runtime.look([p for t in tasks if (p := pane_of(t)) is not None], SCREEN_LINES)
+
+
 def observe_all(
     settings_of: Callable[[Task], Settings],
     tasks: list[Task],
     runtime: Runtime,
-    panes: Mapping[str, PaneState] | None = None,
+    looked: Looked | None = None,
 ) -> dict[str, State]:
-    """The agent state of each task that has a pane, from one runtime snapshot (`panes`, or
-    one taken now), one chained capture and each task's event file. Reads only."""
+    """The agent state of each task that has a pane, from one look at the runtime (`looked`,
+    taken by `look_at` over these tasks or more, or one taken now) and each task's event
+    file. Reads only."""
     with_pane = [task for task in tasks if task.tmux_pane]
     if not with_pane:
         return {}
-    if panes is None:
-        panes = runtime.snapshot()
+    panes, captured = looked if looked is not None else look_at(runtime, with_pane)
     states = state_dir()
     alive: list[tuple[Task, PaneState]] = []
     found: dict[str, State] = {}
@@ -78,7 +87,8 @@ def observe_all(
             found[task.id] = State(AgentState.EXITED, code, source="tmux")
         else:
             alive.append((task, seen))
-    screens = runtime.capture_many([seen.ref for _, seen in alive], SCREEN_LINES)
+    missing = [seen.ref for _, seen in alive if seen.ref.pane_id not in captured]
+    screens = {**captured, **(runtime.capture_many(missing, SCREEN_LINES) if missing else {})}
     for task, seen in alive:
         event = agentfiles.last_event(states, task.id)
         started = task.agent_started_at or 0.0
