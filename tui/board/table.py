@@ -32,6 +32,10 @@ ATTENTION_CLASS = {
 }
 
 
+MANY_LINES = 20
+"""More changed rows than this repaint the whole table at once."""
+
+
 def clip(text: str, width: int) -> str:
     """`text` in exactly `width` cells: padded, or cut with an ellipsis."""
     if len(text) <= width:
@@ -127,12 +131,19 @@ class TaskTable(ScrollView, can_focus=True):
         self.set_reactive(TaskTable.cursor, position)
         if moved:
             self._keep_visible(position)
-        for index, row in enumerate(rows):
-            before = old.get(row.task_id)
-            if before is None or before[0] != index or before[1].cells != row.cells or moved:
-                self.refresh_line(index + 1)
-        if len(rows) < len(old):
+        changed = [
+            index
+            for index, row in enumerate(rows)
+            if moved
+            or (before := old.get(row.task_id)) is None
+            or before[0] != index
+            or before[1].cells != row.cells
+        ]
+        if len(rows) < len(old) or len(changed) > MANY_LINES:
             self.refresh()
+        else:
+            for index in changed:
+                self.refresh_line(index + 1)
         chosen = self.selected
         chosen_id = chosen.task_id if chosen else None
         if chosen_id != self._selected:
