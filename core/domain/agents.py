@@ -100,8 +100,9 @@ class Profile:
     conversation: Conversation = Conversation.NEWEST
     private: tuple[str, ...] = ()
     """Names in the worktree's top the agent writes for itself (aider's tags cache): inside its
-    sandbox each is a directory of laneboard's state bound there, so nothing of it lands in the
-    worktree (an empty directory stands there while the agent runs; it is removed after)."""
+    sandbox each is a directory of laneboard's state (`private/<task>/<name>`, which no
+    sandbox sees) bound there, so nothing of it lands in the worktree (an empty directory
+    stands there while the agent runs; it is removed after)."""
     hook_ignore: tuple[str, ...] = ()
     """Shell patterns over a hook's payload: a matching event is not the agent's own (Codex
     reports its title generator's turns too), and is dropped by the hook itself."""

@@ -448,3 +448,39 @@ def test_the_repositorys_own_hooks_still_run_inside(tasks: Path, cli, shared: Pa
     ran = log.read_text().splitlines()
     assert {"pre-commit ", "post-commit ", "reference-transaction prepared"} <= set(ran), ran
     assert "reference-transaction committed" in ran and any(r.startswith("commit-msg") for r in ran)
+
+
+def test_a_task_cannot_turn_its_agents_private_cache_into_a_bind_of_your_files(
+    repo: Path, cli, agents, server
+) -> None:
+    """A profile's `private` directory is bound into the agent's sandbox, writable, at every
+    launch. Its source must lie where no sandbox writes: a task that could leave a symbolic
+    link there would have its next launch bind any directory of yours (here the repository's
+    root, read-only to it) into its sandbox, writable."""
+    from tests.e2e.test_runtime import agent_state, screen, show
+
+    agents("", 'private = ["cachedir"]')
+    assert cli("new", "t").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle")
+    task_id = show(cli, "t")["id"]
+    assert cli("pause", "t").code == 0
+    target = repo / "yours"
+    target.mkdir()
+    home = Path(os.environ["LANEBOARD_HOME"])
+    places = [
+        home / "agentdata" / task_id / "private" / "cachedir",
+        home / "agentdata" / task_id / "private",
+        home / "private" / task_id / "cachedir",
+        home / "private" / task_id,
+    ]
+    plant = "; ".join(
+        f"rm -rf '{p}' 2>/dev/null; ln -s '{target}' '{p}' 2>/dev/null" for p in places
+    )
+    code, _err = inside(cli, "t", plant + "; true")
+    assert code == 0
+    assert cli("resume", "t").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle after resume")
+    assert cli("send", "t", "write cachedir/planted x").code == 0
+    eventually(lambda: "done: wrote cachedir/planted" in screen(server, cli, "t"), "the write")
+    assert list(target.iterdir()) == []
+    assert (home / "private" / task_id / "cachedir" / "planted").read_text() == "x\n"

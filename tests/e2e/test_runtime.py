@@ -274,7 +274,7 @@ def test_what_an_agent_keeps_private_is_kept_out_of_the_worktree(
     assert cli("send", "t", "write cachedir/tags v4").code == 0
     eventually(lambda: "done: wrote cachedir/tags" in screen(server, cli, "t"), "the write")
     task_id = show(cli, "t")["id"]
-    kept = Path(os.environ["LANEBOARD_HOME"]) / "agentdata" / task_id / "private"
+    kept = Path(os.environ["LANEBOARD_HOME"]) / "private" / task_id
     assert (kept / "cachedir" / "tags").read_text() == "v4\n"
     assert list((worktree / "cachedir").iterdir()) == []  # the mount point, seen outside
     assert git(worktree, "status", "--porcelain", "--ignored") == ""

@@ -10,7 +10,7 @@ import stat
 import subprocess
 from pathlib import Path
 
-from laneboard.core.adapters import agentfiles, confine, taskobjects, vault
+from laneboard.core.adapters import confine, taskobjects, vault
 from laneboard.core.adapters.config import config_dir, state_dir
 from laneboard.core.adapters.db import Database
 from laneboard.core.adapters.git import git_env, run_git
@@ -36,12 +36,16 @@ class Sandbox:
 
 def with_private(box: Sandbox, task: Task, names: tuple[str, ...]) -> Sandbox:
     """`box` with each of `names` (a profile's `private`) bound over the worktree's entry of
-    that name from `agentdata/<task>/private/` (see `Profile.private`). The entry is made as an
-    empty directory when missing; one that is something else (a file, a symbolic link) is
-    left as it is and not bound: nothing in the worktree is ever replaced."""
+    that name from `private/<task>/` in the state dir (see `Profile.private`). The entry is
+    made as an empty directory when missing; one that is something else (a file, a symbolic
+    link) is left as it is and not bound: nothing in the worktree is ever replaced.
+
+    The sources live where no sandbox sees them (the state dir is masked; unlike `agentdata/`,
+    which a task's sandbox writes): a task that could put a symbolic link there would have the
+    next launch bind any directory of yours into its sandbox, writable."""
     if box.layout is None or not names:
         return box
-    own = agentfiles.agent_data(state_dir(), task.id) / "private"
+    own = state_dir() / "private" / task.id
     found: list[tuple[str, str]] = []
     for name in names:
         dest = os.path.join(box.layout.worktree, name)
@@ -55,8 +59,8 @@ def with_private(box: Sandbox, task: Task, names: tuple[str, ...]) -> Sandbox:
         if not stat.S_ISDIR(info.st_mode):
             continue
         source = own / name
-        source.mkdir(parents=True, exist_ok=True)
-        found.append((os.path.realpath(source), dest))
+        source.mkdir(mode=0o700, parents=True, exist_ok=True)
+        found.append((str(source), dest))
     return replace(box, layout=replace(box.layout, private=tuple(found)))
 
 
