@@ -36,7 +36,7 @@ from typing import Any
 
 from laneboard.core.adapters import channel, confine, procs, taskobjects, vault
 from laneboard.core.domain.agents import NOT_ATTENDED
-from laneboard.core.domain.confine import Layout
+from laneboard.core.domain.confine import MADE, Layout
 
 MODULE = "laneboard.core.adapters.warden"
 
@@ -104,9 +104,11 @@ def main(raw: str) -> int:
         code = int(hung.code or 0)
         raise
     finally:
-        for _source, dest in layout.private:  # the empty directory its cache was bound over
+        for source, dest in layout.private:  # the empty directory laneboard made, if empty
             with contextlib.suppress(OSError):
                 os.rmdir(dest)
+                made = Path(source)
+                os.unlink(made.parent / f"{MADE}{made.name}")
         watcher.stop()
         server.close()
         if stream is not None and stream.poll() is None:

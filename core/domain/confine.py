@@ -160,6 +160,11 @@ class Layout:
     """Its channel's directory, bound read-only at `CHANNEL_DIR`."""
 
 
+MADE = ".made-"
+"""`private/<task>/.made-<name>` in the state dir: laneboard made `<worktree>/<name>` to bind a
+profile's `private` directory over it (the warden removes both once the agent ended)."""
+
+
 @value
 class Mount:
     """One entry of a sandbox's list of what is allowed."""

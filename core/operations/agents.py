@@ -72,6 +72,11 @@ STARTING = 60.0
 SUBMIT_WAIT = 3.0
 """Seconds a typed text waits for the agent to be seen taking it before Enter is sent again."""
 ENTER_AGAIN = 2
+RETYPE_MOST = 200
+"""A text this long at most, on one line, shows whole on the screen when an agent keeps it."""
+PROMPT_HOOKS = frozenset({Hooks.CLAUDE, Hooks.OPENCODE})
+"""Agents whose hooks (or event stream) report a prompt taken as soon as it is: believed
+alone (their screens move while they load and drop what is typed)."""
 PROMPT_DEFERRED = "agent.prompt_deferred"
 """The journal's word that a starter gave up typing the first prompt: the controller types it."""
 STARTABLE = (
@@ -321,9 +326,23 @@ def type_text(runtime: Runtime, task: Task, pane: PaneRef, text: str, profile: P
     an agent that started in the last `STARTING` seconds (a resume loads its conversation
     after its screen first shows) is first given up to `READY_WAIT` to settle on its input
     line; a busy agent later on is typed into at once (it queues what it is sent). Whether
-    the agent was seen taking it (`_type_and_confirm`)."""
-    if time.time() - (task.agent_started_at or 0.0) < STARTING:
+    the agent was seen taking it (`_type_and_confirm`).
+
+    In that first minute, a short one-line text that was not seen taken and is nowhere on the
+    screen was dropped whole while the agent still loaded (opencode, Gemini under load): it is
+    typed once more. A text kept in the input line, or taken, would be on the screen (a long
+    or multi-line one may show as a placeholder, so it is never typed twice)."""
+    starting = time.time() - (task.agent_started_at or 0.0) < STARTING
+    if starting:
         _wait_ready(runtime, pane, profile, READY_WAIT, loaded=True)
+    if _type_and_confirm(runtime, task, pane, text, profile):
+        return True
+    shown = text.strip()
+    if not starting or "\n" in shown or not 0 < len(shown) <= RETYPE_MOST:
+        return False
+    probe = " ".join(shown.split())[:30]  # its start, in one line even in a narrow box
+    if probe in " ".join(runtime.capture(pane, SCREEN_LINES).split()):
+        return False
     return _type_and_confirm(runtime, task, pane, text, profile)
 
 
@@ -365,8 +384,8 @@ def _type_and_confirm(
     if profile.enter_delay > 0:
         time.sleep(profile.enter_delay)
     # An agent whose hooks report a prompt taken is believed on that alone; for the others the
-    # screen moving after the Enter is a sign too (a loading Claude redraws while it drops it).
-    before = None if profile.hooks is Hooks.CLAUDE else runtime.capture(pane, SCREEN_LINES)
+    # screen moving after the Enter is a sign too.
+    before = None if profile.hooks in PROMPT_HOOKS else runtime.capture(pane, SCREEN_LINES)
     runtime.send_text(pane, "", enter=True)
     for _again in range(ENTER_AGAIN):
         if _taken(runtime, task, pane, profile, since, before):

@@ -260,6 +260,28 @@ def test_a_send_right_after_a_resume_is_taken_though_the_agent_drops_its_enter(
     assert sent[-1]["data"] == {"text": "and again", "seen": True}
 
 
+def test_a_send_dropped_whole_while_a_resumed_agent_loads_is_typed_again(
+    repo: Path, cli, agents, server
+) -> None:
+    """opencode (and Gemini under load) drop what is typed while a resumed session loads,
+    text and Enter: nothing on the screen, no sign of a turn. Within the first minute after the
+    start, a short one-line text is typed once more; it is taken once."""
+    agents("", 'env = { FAKE_CLAUDE_LOADING = "2", FAKE_CLAUDE_LOADING_DROPS = "1" }')
+    assert cli("new", "t", "--prompt", "first").code == 0
+    eventually(lambda: "done: first" in screen(server, cli, "t"), "the first turn")
+    assert cli("pause", "t").code == 0
+    assert cli("resume", "t").code == 0
+    eventually(lambda: "resumed conversation" in screen(server, cli, "t"), "the resume")
+    assert cli("send", "t", "and again").code == 0
+    eventually(lambda: "done: and again" in screen(server, cli, "t"), "the turn sent")
+    log = Path(os.environ["HOME"]) / ".fake-claude" / f"{show(cli, 't')['conversation_id']}.log"
+    assert log.read_text().splitlines() == ["first", "and again"]
+    sent = [
+        e for e in json.loads(cli("log", "t", "--json").out)["events"] if e["kind"] == "agent.sent"
+    ]
+    assert sent[-1]["data"] == {"text": "and again", "seen": True}
+
+
 def test_what_an_agent_keeps_private_is_kept_out_of_the_worktree(
     repo: Path, cli, agents, server
 ) -> None:
@@ -292,6 +314,48 @@ def test_what_an_agent_keeps_private_is_kept_out_of_the_worktree(
     assert cli("send", "t", "write cachedir/more kept").code == 0
     eventually(lambda: "done: wrote cachedir/more" in screen(server, cli, "t"), "the third")
     assert sorted(p.name for p in (kept / "cachedir").iterdir()) == ["more", "tags"]
+
+
+def test_a_private_name_over_your_tracked_directory_is_not_bound(
+    repo: Path, cli, agents, server
+) -> None:
+    """(From a hostile review.) Bound over a tracked directory, the agent saw it empty, and
+    its ordinary `git commit -a` deleted the directory from the branch."""
+    from tests.conftest import FAKE
+
+    (repo / "cachedir").mkdir()
+    (repo / "cachedir" / "source.py").write_text("print('mine')\n")
+    git(repo, "add", "cachedir")
+    git(repo, "commit", "-qm", "tracked dir")
+    agents()
+    home = Path(os.environ["LANEBOARD_HOME"])
+    wrapper = ["sh", "-c", 'git status --porcelain > seen.txt; git commit -qam turn; exec "$@"']
+    (home / "config.toml").write_text(
+        f"[agents]\n[agents.profiles.claude]\ncommand = {json.dumps([*wrapper, 'sh', *FAKE])}\n"
+        'private = ["cachedir"]\n'
+    )
+    worktree = repo / ".worktrees" / "t"
+    assert cli("new", "t").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle")
+    assert cli("pause", "t").code == 0
+    assert " D cachedir/source.py" not in (worktree / "seen.txt").read_text()
+    assert "cachedir/source.py" in git(worktree, "ls-tree", "-r", "--name-only", "HEAD")
+    assert (worktree / "cachedir" / "source.py").read_text() == "print('mine')\n"
+
+
+def test_an_empty_directory_of_yours_at_a_private_name_is_kept(
+    repo: Path, cli, agents, server
+) -> None:
+    """(From a hostile review.) The warden removed any empty directory at the name, yours
+    too; it removes only the one laneboard made."""
+    agents("", 'private = ["cachedir"]')
+    assert cli("new", "t", "--no-start").code == 0
+    worktree = repo / ".worktrees" / "t"
+    (worktree / "cachedir").mkdir()  # yours, before the agent ever ran
+    assert cli("start", "t").code == 0
+    eventually(lambda: agent_state(cli, "t") == "idle", "idle")
+    assert cli("pause", "t").code == 0
+    assert (worktree / "cachedir").is_dir()
 
 
 def test_a_stubborn_agent_is_stopped_after_the_grace(

@@ -20,7 +20,8 @@ sending no hook), `ask` (a permission question; the next line answers it), `writ
 (a turn that writes a file in the cwd; `\\n` in TEXT is a line break), `spawn` (a helper
 in its own process group that ignores SIGTERM), `exit N` (SessionEnd, then exit N); anything
 else is a prompt answered at once. `FAKE_CLAUDE_IGNORE_TERM=1` ignores SIGTERM (a stubborn agent);
-`FAKE_CLAUDE_LOADING=S` drops the Enter of what is typed in the S seconds after a resume.
+`FAKE_CLAUDE_LOADING=S` drops the Enter of what is typed in the S seconds after a resume
+(with `FAKE_CLAUDE_LOADING_DROPS=1`, the text too, and draws none of it).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import select
 import signal
 import subprocess
 import sys
+import termios
 import time
 import uuid
 from pathlib import Path
@@ -113,6 +115,12 @@ class Agent:
         if not loading:
             return ""
         print(f"{MARKER} ", end="", flush=True)
+        drops = bool(os.environ.get("FAKE_CLAUDE_LOADING_DROPS"))
+        if drops:  # what it drops is not drawn either (a real one draws its own input line)
+            mode = termios.tcgetattr(sys.stdin)
+            quiet = list(mode)
+            quiet[3] &= ~termios.ECHO
+            termios.tcsetattr(sys.stdin, termios.TCSANOW, quiet)
         kept = ""
         end = time.monotonic() + loading
         while (left := end - time.monotonic()) > 0:
@@ -121,6 +129,9 @@ class Agent:
                 if not got:
                     break
                 kept += got.rstrip("\n")
+        if drops:
+            termios.tcsetattr(sys.stdin, termios.TCSANOW, mode)
+            return ""
         return kept
 
     def run(self) -> int:

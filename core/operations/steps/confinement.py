@@ -15,7 +15,7 @@ from laneboard.core.adapters.config import config_dir, state_dir
 from laneboard.core.adapters.db import Database
 from laneboard.core.adapters.git import git_env, run_git
 from laneboard.core.adapters.ledger import Ledger
-from laneboard.core.domain.confine import Decision, Layout
+from laneboard.core.domain.confine import MADE, Decision, Layout
 from laneboard.core.domain.errors import GitError, LaneboardError
 from laneboard.core.domain.models import Actor, Task
 from laneboard.core.domain.names import namespace_of, namespaced
@@ -36,9 +36,11 @@ class Sandbox:
 
 def with_private(box: Sandbox, task: Task, names: tuple[str, ...]) -> Sandbox:
     """`box` with each of `names` (a profile's `private`) bound over the worktree's entry of
-    that name from `private/<task>/` in the state dir (see `Profile.private`). The entry is
-    made as an empty directory when missing; one that is something else (a file, a symbolic
-    link) is left as it is and not bound: nothing in the worktree is ever replaced.
+    that name from `private/<task>/` in the state dir (see `Profile.private`). Only over an
+    empty directory laneboard made there itself (when nothing was there; a marker in the state
+    dir remembers it until the warden removes it): anything of yours at that name, a tracked
+    directory, a file, a link or a directory you made, is left as it is and not bound, so the
+    agent never sees your files hidden, nor does their removal end up in a commit.
 
     The sources live where no sandbox sees them (the state dir is masked; unlike `agentdata/`,
     which a task's sandbox writes): a task that could put a symbolic link there would have the
@@ -46,20 +48,26 @@ def with_private(box: Sandbox, task: Task, names: tuple[str, ...]) -> Sandbox:
     if box.layout is None or not names:
         return box
     own = state_dir() / "private" / task.id
+    own.mkdir(mode=0o700, parents=True, exist_ok=True)
     found: list[tuple[str, str]] = []
     for name in names:
         dest = os.path.join(box.layout.worktree, name)
+        made = own / f"{MADE}{name}"
         try:
             os.mkdir(dest, 0o700)
+            made.touch()
         except FileExistsError:
-            pass
+            try:
+                info = os.lstat(dest)
+                ours = made.exists() and stat.S_ISDIR(info.st_mode) and not os.listdir(dest)
+            except OSError:
+                ours = False
+            if not ours:
+                continue
         except OSError:
             continue
-        info = os.lstat(dest)
-        if not stat.S_ISDIR(info.st_mode):
-            continue
         source = own / name
-        source.mkdir(mode=0o700, parents=True, exist_ok=True)
+        source.mkdir(mode=0o700, exist_ok=True)
         found.append((str(source), dest))
     return replace(box, layout=replace(box.layout, private=tuple(found)))
 
