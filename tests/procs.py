@@ -20,7 +20,9 @@ from pathlib import Path
 from tests.conftest import REPO_ROOT
 
 AGENT = str(REPO_ROOT / "tests" / "fakes" / "agent.py")
-DEADLINE = 30.0
+DEADLINE = 90.0
+"""Seconds a test waits for a process it started: generous, for a loaded machine (a wait
+that succeeds returns at once)."""
 LANEBOARD = [sys.executable, "-P", "-m", "laneboard"]
 """A real laneboard process, run from this checkout (`-P`: never from the test's cwd)."""
 
