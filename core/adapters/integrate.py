@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,6 +40,12 @@ def quiet_git(
     files. A first interrupt of laneboard waits for git to finish and is raised after it; a
     second one stops git (the operator insists: a filter may hang)."""
     argv = ["git", *NO_HOOKS, *args]
+    # An interrupt while git is being started (Popen waits for its exec) would leave it
+    # running unwatched: one that comes then is noted, and counts as the first.
+    caught: list[int] = []
+    main = threading.current_thread() is threading.main_thread()
+    handler = signal.signal(signal.SIGINT, lambda n, _f: caught.append(n)) if main else None
+    # (None also when the handler was set outside Python: then Python's own goes back)
     try:
         proc = subprocess.Popen(
             argv,
@@ -51,7 +58,12 @@ def quiet_git(
         )
     except FileNotFoundError:
         raise GitError("git is not installed or not on PATH") from None
-    pending: BaseException | None = None
+    finally:
+        if main:
+            signal.signal(
+                signal.SIGINT, handler if handler is not None else signal.default_int_handler
+            )
+    pending: BaseException | None = KeyboardInterrupt() if caught else None
     while True:
         try:
             out, err = proc.communicate(input)
