@@ -451,8 +451,9 @@ try() {{ name=$1; shift; if ( eval "$@" ) >/dev/null 2>&1; then echo "$name: suc
 try symref "git symbolic-ref refs/heads/lb/a/evil refs/heads/main"
 try message "{LANEBOARD} signal --message \\"$(printf '{esc}message')\\""
 try fifo-pack "mkfifo \\"$GIT_OBJECT_DIRECTORY/pack/pack-0.pack\\""
-try marker-link "rm -rf \\"$GIT_OBJECT_DIRECTORY/info\\" && \\
-    ln -s {f["root"]} \\"$GIT_OBJECT_DIRECTORY/info\\""
+try marker-link "n=0; until rm -rf \\"$GIT_OBJECT_DIRECTORY/info\\" && \\
+    ln -s {f["root"]} \\"$GIT_OBJECT_DIRECTORY/info\\"; do n=\\$((n+1)); \\
+    [ \\$n -ge 20 ] && exit 1; sleep 0.1; done"
 try after-link "echo more > more.txt && git add more.txt && git commit -q -m more"
 try marker-file-link "ln -sf {f["root"]}/README.md \\"$GIT_OBJECT_DIRECTORY/info/laneboard-moved\\""
 try escapes "git commit -q --allow-empty -m \\"$(printf '{esc}subject')\\""
