@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from laneboard.core.domain.channel import CALLER_ENV, refused
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.tui.commands import handlers, hosts, lanes
+from laneboard.tui.output import CONTROLS
 from laneboard.tui.root import close_all, open_service
 
 if TYPE_CHECKING:
@@ -92,13 +93,10 @@ class _Printable:
         self.stream = stream
 
     def write(self, text: str) -> int:
-        return int(self.stream.write(text.translate(_CONTROLS)))
+        return int(self.stream.write(text.translate(CONTROLS)))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
-
-
-_CONTROLS = {c: "?" for c in [*range(0, 9), *range(11, 32), 127, *range(128, 160)]}
 
 
 @contextlib.contextmanager

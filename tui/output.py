@@ -32,6 +32,10 @@ from laneboard.core.domain.views import (
 
 VERSION = 1
 
+CONTROLS = {c: "?" for c in [*range(0, 9), *range(11, 32), 127, *range(128, 160)]}
+"""Terminal control characters (C0 but tab and newline, DEL, C1), as laneboard prints text it
+did not write: each shown as `?`, never obeyed by the operator's terminal."""
+
 
 def schema(kind: str) -> str:
     return f"{kind}/{VERSION}"

@@ -226,3 +226,35 @@ def test_a_bad_host_table_is_refused_naming_the_file_and_field(tmp_path: Path) -
     assert lb("host", "add", "local", "x", cwd=tmp_path).err == (
         "laneboard: host name 'local' is reserved: it is this machine\n"
     )
+
+
+def test_what_a_host_prints_reaches_the_terminal_without_control_characters(
+    tmp_path: Path, remote: Remote
+) -> None:
+    """A host's output comes over the connection as the host chooses: a hostile one (here a
+    `laneboard` there that prints escapes) must not retitle, clear or program the operator's
+    terminal. Control characters show as `?`, text (UTF-8 split between writes included)
+    stays as it is; `attach` and `shell` stay raw (a terminal's own session)."""
+    import sys
+
+    evil = tmp_path / "evil-laneboard"
+    evil.write_text(
+        "#!/bin/sh\n"
+        "printf 'caf\\303'; sleep 0.2; printf '\\251 \\342\\200\\246 \\033]0;pwned\\007'\n"
+        "printf '\\033[2Jcleared \\302\\23331m c1\\n'\n"
+        "printf '\\033]52;c;Y2xpcA==\\007clip\\n' >&2\n"
+    )
+    evil.chmod(0o755)
+    added = lb(
+        "host", "add", "evil", "remote", "--ssh-config", str(remote.sshd.config),
+        "--laneboard", str(evil), cwd=tmp_path,
+    )  # fmt: skip
+    assert added.code == 0, added.err
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "laneboard", "ls", "--host", "evil"],
+        cwd=tmp_path, capture_output=True, timeout=60, check=False,
+    )  # fmt: skip
+    out, err = done.stdout.decode(), done.stderr.decode()
+    assert "\x1b" not in out + err and "\x07" not in out + err and "\x9b" not in out + err
+    assert out == "café … ?]0;pwned??[2Jcleared ?31m c1\n", out
+    assert "?]52;c;Y2xpcA==?clip" in err, err

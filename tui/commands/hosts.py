@@ -3,12 +3,14 @@ named `HOST:TASK`), and the hosts' tasks in `ls` (docs/hosts.md)."""
 
 from __future__ import annotations
 
+import codecs
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from laneboard.core.domain.errors import UsageError
 from laneboard.core.domain.hosts import split_task
+from laneboard.tui.output import CONTROLS
 from laneboard.tui.root import open_service
 
 if TYPE_CHECKING:
@@ -144,12 +146,24 @@ def forward(host: str, args: argparse.Namespace, words: Sequence[str]) -> int:
         root = service.remote_repo(host, split_task(_task_refs(args)[0])[1])
         if root is not None:
             sent = ["--repo", root, *sent]
-    tty = args.command in ("attach", "shell") and sys.stdin.isatty() and sys.stdout.isatty()
-    return service.on_host(host, sent, tty=tty, out=_writer(sys.stdout), err=_writer(sys.stderr))
+    raw = args.command in ("attach", "shell")
+    tty = raw and sys.stdin.isatty() and sys.stdout.isatty()
+    out, err = _writer(sys.stdout, printable=not raw), _writer(sys.stderr, printable=not raw)
+    return service.on_host(host, sent, tty=tty, out=out, err=err)
 
 
-def _writer(stream: Any) -> Callable[[bytes], None]:
+def _writer(stream: Any, *, printable: bool) -> Callable[[bytes], None]:
+    """What passes a host's output on to `stream` as it comes. With `printable`, its terminal
+    control characters are shown as `?` (`tui.output.CONTROLS`), as laneboard prints its own
+    text: a host's laneboard does that there, but what comes over the connection is the
+    host's to choose. UTF-8 split between two chunks is decoded whole, so a C1 control cannot
+    slip through in two halves; bytes that are not UTF-8 pass unchanged."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
+
     def write(chunk: bytes) -> None:
+        if printable:
+            text = decoder.decode(chunk).translate(CONTROLS)
+            chunk = text.encode("utf-8", errors="surrogateescape")
         buffer = getattr(stream, "buffer", None)
         if buffer is not None:
             buffer.write(chunk)
