@@ -80,3 +80,26 @@ def test_host_check_reads_each_tool_and_flags_an_old_git() -> None:
     ]
     assert tools[1].problem == "git 2.30 is older than 2.38 (merge-tree --write-tree)"
     assert tools[2].found is None
+
+
+def test_what_a_host_says_on_the_board_has_no_control_characters() -> None:
+    """The board's journal pane and its refusals show a host's words: escapes there would
+    reach the terminal through the screen the board paints."""
+    import pytest
+
+    from laneboard.core.domain.errors import LaneboardError
+    from laneboard.tui.board.hosts import run_on_host
+
+    class Host:
+        def __init__(self, code: int) -> None:
+            self.code = code
+
+        def on_host(self, host, words, *, tty, out, err):  # type: ignore[no-untyped-def]
+            (out if self.code == 0 else err)(b"laneboard: \x1b]0;pwned\x07no \xc2\x9b1m\n")
+            return self.code
+
+    said = run_on_host(Host(0), "build", ["log", "t"])
+    assert said == "laneboard: ?]0;pwned?no ?1m\n"
+    with pytest.raises(LaneboardError) as refused:
+        run_on_host(Host(1), "build", ["log", "t"])
+    assert "\x1b" not in str(refused.value) and "\x07" not in str(refused.value)

@@ -30,6 +30,7 @@ from laneboard.core.domain.views import TaskView
 from laneboard.tui import remote
 from laneboard.tui.board.rows import Row, ago
 from laneboard.tui.board.screens import Box, Dialog
+from laneboard.tui.output import CONTROLS
 
 HOSTS_EVERY = 2.0
 """Seconds between two looks at a host that cannot be read (a host's own: its `poll`)."""
@@ -97,14 +98,16 @@ class HostsPoller:
 
 def run_on_host(service: Any, host: str, words: list[str]) -> str:
     """`laneboard WORDS` on `host`: its stdout, or its refusal (or the host's silence) raised
-    as the one line the command line prints."""
+    as the one line the command line prints; control characters shown as `?` (what comes
+    over the connection is the host's to choose, and the board shows it)."""
     out: list[bytes] = []
     err: list[bytes] = []
     code = service.on_host(host, words, tty=False, out=out.append, err=err.append)
     if code != 0:
-        line, details = refusal(b"".join(err).decode(errors="replace"))
+        said = b"".join(err).decode(errors="replace").translate(CONTROLS)
+        line, details = refusal(said)
         raise LaneboardError(f"{host}: {line}", details=details)
-    return b"".join(out).decode(errors="replace")
+    return b"".join(out).decode(errors="replace").translate(CONTROLS)
 
 
 def _time(text: Any) -> float:
