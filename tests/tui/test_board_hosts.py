@@ -61,3 +61,28 @@ async def test_a_hosts_tasks_are_rows_marked_with_their_host_unreachable_then_ba
             lambda: (r := row(app, "build:t")) and r.cells["state"] == "provisioned",
             "the host back",
         )
+
+
+async def test_a_hosts_running_task_shows_its_screen_in_the_preview(
+    board, tmp_path: Path, remote: Remote
+) -> None:
+    """The preview of a host's task is its pane's screen as the host's laneboard reads it,
+    read again while the row stays selected."""
+    from tests.conftest import FAKE
+
+    remote.lbhome.mkdir(parents=True)
+    (remote.lbhome / "config.toml").write_text(
+        f"[agents.profiles.claude]\ncommand = {json.dumps(FAKE)}\n"
+    )
+    there = make_repo(tmp_path / "host" / "repo")
+    made = run_cli(
+        "new", "t", "--host", "build", "--repo", str(there), "--prompt", "hi", cwd=tmp_path
+    )
+    assert made.code == 0, made.err
+    async with board() as (app, pilot):
+        await until(pilot, lambda: row(app, "build:t"), "the host's task on the board")
+        await select(app, pilot, "build:t")
+        await until(pilot, lambda: "done: hi" in app._preview_text, "its screen in the preview")
+        sent = run_cli("send", "build:t", "again", cwd=tmp_path)
+        assert sent.code == 0, sent.err
+        await until(pilot, lambda: "done: again" in app._preview_text, "read again")

@@ -11,6 +11,7 @@ id the user's key map (`[board.keys]`) can remap.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shlex
@@ -77,6 +78,9 @@ PREVIEW_EVERY = 0.5
 """Seconds between looks at whether the selected pane printed (its screen is read only then)."""
 RECENT = 3.0
 """A pane that printed this many seconds ago or less is still re-read at each look."""
+REMOTE_PREVIEW_EVERY = 3.0
+"""Seconds between two reads of a host's task's screen while it is selected (each is one
+`show --json` over the host's connection)."""
 TOLD = {
     Attention.WAITING: "is waiting for you",
     Attention.FINISHED: "finished its turn",
@@ -233,6 +237,7 @@ class BoardApp(App[None]):
         self._preview_for: str | None = None
         self._preview_text = ""
         self._preview_activity: float | None = None
+        self._remote_preview_at = 0.0
         self._title = ""
         self._failed = False
         self.suspended = False
@@ -562,8 +567,13 @@ class BoardApp(App[None]):
             self.load_journal(row)
 
     def _tick_preview(self) -> None:
-        """Read the selected pane's screen again only when the feed saw it print."""
+        """Read the selected pane's screen again only when the feed saw it print (a host's
+        task's, every `REMOTE_PREVIEW_EVERY` seconds: one command over its connection)."""
         row = self._selected_ref()
+        if row is not None and row.host is not None:
+            if time.monotonic() - self._remote_preview_at >= REMOTE_PREVIEW_EVERY:
+                self.load_preview(row)
+            return
         pane = row.view.task.tmux_pane if row is not None else None
         if row is None or pane is None or self.feed is None:
             return
@@ -591,11 +601,26 @@ class BoardApp(App[None]):
         lines = max(8, min(self.config.preview_lines, self.preview.size.height or 200))
         try:
             if row.host is not None:
-                raise LaneboardError(f"a task of host {row.host}: a attaches to its pane (ssh)")
-            screen = self.service.screen(row.task_id, lines=lines)
+                screen = self._remote_screen(row)
+            else:
+                screen = self.service.screen(row.task_id, lines=lines)
         except LaneboardError as err:
             screen = f"({err})"
         self.call_from_thread(self._show_preview, row.task_id, screen)
+
+    def _remote_screen(self, row: Row) -> str:
+        """A host's task's screen as its laneboard reads it (`show --json`: its pane's last
+        lines while its agent runs, else the screen it left), over the host's connection."""
+        assert row.host is not None
+        self._remote_preview_at = time.monotonic()
+        said = run_on_host(self.service, row.host, self._host_words(row, "show", "--json"))
+        try:
+            doc = json.loads(said)
+        except ValueError:
+            raise LaneboardError(f"{row.host}: its answer was not a task") from None
+        completion = doc.get("completion") if isinstance(doc, dict) else None
+        screen = completion.get("screen") if isinstance(completion, dict) else None
+        return screen if isinstance(screen, str) and screen else "(no screen yet)"
 
     def _show_preview(self, task_id: str, screen: str) -> None:
         if task_id != self._preview_for or screen == self._preview_text:
