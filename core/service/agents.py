@@ -284,7 +284,11 @@ class AgentCommands(ServicePart):
         sent = self._ledger().update_task(
             found.id, actor=self.actor, kind="agent.sent", data={"text": text, "seen": taken}
         )
-        return Outcome(sent, ctx.repo)
+        unseen = (
+            "its agent showed no sign of taking it (no hook event, no work or question on its "
+            "screen, Enter pressed again twice): look at its pane",
+        )
+        return Outcome(sent, ctx.repo, notes=() if taken else unseen)
 
     def signal(self, task_id: str, state: str) -> None:
         """What a script says its agent is doing (`working`, `waiting`, `idle`, `done`): one

@@ -282,6 +282,21 @@ def test_a_send_dropped_whole_while_a_resumed_agent_loads_is_typed_again(
     assert sent[-1]["data"] == {"text": "and again", "seen": True}
 
 
+def test_a_send_the_agent_shows_no_sign_of_taking_says_so(repo: Path, cli, agents, server) -> None:
+    """An agent that neither reports nor shows anything (here one that reads nothing and
+    echoes nothing): `send` presses Enter again twice, then says it saw no sign."""
+    assert cli("new", "t", "--cmd", "sh -c 'echo ready; stty -echo; sleep 300'").code == 0
+    eventually(lambda: show(cli, "t")["state"] == "running", "running")
+    text = "x" * 250  # too long to be typed a second time (see `operations.agents.type_text`)
+    sent = cli("send", "t", text)
+    assert sent.code == 0
+    assert "its agent showed no sign of taking it" in sent.err, sent.err
+    data = [
+        e for e in json.loads(cli("log", "t", "--json").out)["events"] if e["kind"] == "agent.sent"
+    ]
+    assert data[-1]["data"] == {"text": text, "seen": False}
+
+
 def test_what_an_agent_keeps_private_is_kept_out_of_the_worktree(
     repo: Path, cli, agents, server
 ) -> None:

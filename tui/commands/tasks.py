@@ -186,7 +186,8 @@ def cmd_send(args: argparse.Namespace) -> int:
     done = open_service().send(
         repo_arg(args), args.name, args.text, when_idle=args.when_idle, timeout=args.timeout
     )
-    return report(args, done, "sent")
+    print_notes(done)
+    return report(args, done, "sent", notes=list(done.notes))
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
