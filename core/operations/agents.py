@@ -69,7 +69,7 @@ READY_WAIT = 10.0
 """How long a typed first prompt waits for the agent's screen to settle."""
 STARTING = 60.0
 """Seconds after an agent's start (or resume) in which `send` waits for its screen to settle."""
-SUBMIT_WAIT = 3.0
+SUBMIT_WAIT = 2.0
 """Seconds a typed text waits for the agent to be seen taking it before Enter is sent again."""
 ENTER_AGAIN = 2
 RETYPE_MOST = 200
