@@ -17,6 +17,7 @@ never prunes what its refs hold, and it has no reflogs to expire).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -49,12 +50,25 @@ def _git(vault: Path, *args: str, check: bool = True) -> subprocess.CompletedPro
 
 
 def ensure(vault: Path) -> Path:
-    """The vault, made when missing (a bare repository that never prunes or expires)."""
-    if not (vault / "HEAD").exists():
-        vault.parent.mkdir(parents=True, exist_ok=True)
-        _git(vault, "init", "--quiet", "--bare", str(vault))
+    """The vault, made when missing (a bare repository that never prunes or expires). It is
+    made whole beside its place and then renamed there, so another process (a warden keeping
+    tips while a discard saves a snapshot) never finds one half made; of two made at once,
+    the first renamed stays and the other is removed."""
+    if (vault / "HEAD").exists():
+        return vault
+    vault.parent.mkdir(parents=True, exist_ok=True)
+    made = vault.parent / f".{vault.name}.making-{os.getpid()}-{os.urandom(4).hex()}"
+    try:
+        _git(made, "init", "--quiet", "--bare", str(made))
         for key, setting in (("gc.auto", "0"), ("core.logAllRefUpdates", "false")):
-            _git(vault, "config", key, setting)
+            _git(made, "config", key, setting)
+        try:
+            os.rename(made, vault)
+        except OSError:
+            if not (vault / "HEAD").exists():
+                raise
+    finally:
+        shutil.rmtree(made, ignore_errors=True)
     return vault
 
 
