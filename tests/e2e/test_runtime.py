@@ -240,13 +240,10 @@ def test_pause_keeps_every_file_and_resume_continues_the_same_conversation(
     assert f"cwd: {worktree}" in screen(server, cli, "t")
 
 
-def test_a_send_right_after_a_resume_is_taken_though_the_agent_drops_its_enter(
-    repo: Path, cli, agents, server
-) -> None:
-    """Claude Code shows its idle prompt while a resumed conversation still loads, keeps what
-    is pasted then and loses the Enter: `send` sees no sign of the agent taking it and presses
-    Enter again."""
-    agents("", 'env = { FAKE_CLAUDE_LOADING = "2" }')
+def _sent_right_after_a_resume(cli, agents, server, env: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """The fake Claude with `env`: a first turn, pause, resume, and "and again" sent at once;
+    once its turn is done, the journal's last `agent.sent` data."""
+    agents("", f"env = {{ {env} }}")
     assert cli("new", "t", "--prompt", "first").code == 0
     eventually(lambda: "done: first" in screen(server, cli, "t"), "the first turn")
     assert cli("pause", "t").code == 0
@@ -254,10 +251,22 @@ def test_a_send_right_after_a_resume_is_taken_though_the_agent_drops_its_enter(
     eventually(lambda: "resumed conversation" in screen(server, cli, "t"), "the resume")
     assert cli("send", "t", "and again").code == 0
     eventually(lambda: "done: and again" in screen(server, cli, "t"), "the turn sent")
-    sent = [
-        e for e in json.loads(cli("log", "t", "--json").out)["events"] if e["kind"] == "agent.sent"
-    ]
-    assert sent[-1]["data"] == {"text": "and again", "seen": True}
+    return _last_sent(cli)
+
+
+def _last_sent(cli) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    events = json.loads(cli("log", "t", "--json").out)["events"]
+    return dict([e for e in events if e["kind"] == "agent.sent"][-1]["data"])
+
+
+def test_a_send_right_after_a_resume_is_taken_though_the_agent_drops_its_enter(
+    repo: Path, cli, agents, server
+) -> None:
+    """Claude Code shows its idle prompt while a resumed conversation still loads, keeps what
+    is pasted then and loses the Enter: `send` sees no sign of the agent taking it and presses
+    Enter again."""
+    sent = _sent_right_after_a_resume(cli, agents, server, 'FAKE_CLAUDE_LOADING = "2"')
+    assert sent == {"text": "and again", "seen": True}
 
 
 def test_a_send_dropped_whole_while_a_resumed_agent_loads_is_typed_again(
@@ -266,20 +275,11 @@ def test_a_send_dropped_whole_while_a_resumed_agent_loads_is_typed_again(
     """opencode (and Gemini under load) drop what is typed while a resumed session loads,
     text and Enter: nothing on the screen, no sign of a turn. Within the first minute after the
     start, a short one-line text is typed once more; it is taken once."""
-    agents("", 'env = { FAKE_CLAUDE_LOADING = "2", FAKE_CLAUDE_LOADING_DROPS = "1" }')
-    assert cli("new", "t", "--prompt", "first").code == 0
-    eventually(lambda: "done: first" in screen(server, cli, "t"), "the first turn")
-    assert cli("pause", "t").code == 0
-    assert cli("resume", "t").code == 0
-    eventually(lambda: "resumed conversation" in screen(server, cli, "t"), "the resume")
-    assert cli("send", "t", "and again").code == 0
-    eventually(lambda: "done: and again" in screen(server, cli, "t"), "the turn sent")
+    dropping = 'FAKE_CLAUDE_LOADING = "2", FAKE_CLAUDE_LOADING_DROPS = "1"'
+    sent = _sent_right_after_a_resume(cli, agents, server, dropping)
+    assert sent == {"text": "and again", "seen": True}
     log = Path(os.environ["HOME"]) / ".fake-claude" / f"{show(cli, 't')['conversation_id']}.log"
     assert log.read_text().splitlines() == ["first", "and again"]
-    sent = [
-        e for e in json.loads(cli("log", "t", "--json").out)["events"] if e["kind"] == "agent.sent"
-    ]
-    assert sent[-1]["data"] == {"text": "and again", "seen": True}
 
 
 def test_a_send_the_agent_shows_no_sign_of_taking_says_so(repo: Path, cli, agents, server) -> None:
@@ -291,10 +291,7 @@ def test_a_send_the_agent_shows_no_sign_of_taking_says_so(repo: Path, cli, agent
     sent = cli("send", "t", text)
     assert sent.code == 0
     assert "its agent showed no sign of taking it" in sent.err, sent.err
-    data = [
-        e for e in json.loads(cli("log", "t", "--json").out)["events"] if e["kind"] == "agent.sent"
-    ]
-    assert data[-1]["data"] == {"text": text, "seen": False}
+    assert _last_sent(cli) == {"text": text, "seen": False}
 
 
 def test_what_an_agent_keeps_private_is_kept_out_of_the_worktree(

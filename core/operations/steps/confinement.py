@@ -53,23 +53,33 @@ def with_private(box: Sandbox, task: Task, names: tuple[str, ...]) -> Sandbox:
     for name in names:
         dest = os.path.join(box.layout.worktree, name)
         made = own / f"{MADE}{name}"
-        try:
-            os.mkdir(dest, 0o700)
-            made.touch()
-        except FileExistsError:
-            try:
-                info = os.lstat(dest)
-                ours = made.exists() and stat.S_ISDIR(info.st_mode) and not os.listdir(dest)
-            except OSError:
-                ours = False
-            if not ours:
-                continue
-        except OSError:
+        if not _made_here(dest, made):
             continue
         source = own / name
         source.mkdir(mode=0o700, exist_ok=True)
         found.append((str(source), dest))
     return replace(box, layout=replace(box.layout, private=tuple(found)))
+
+
+def _made_here(dest: str, made: Path) -> bool:
+    """Whether `dest` is an empty directory laneboard made (now, or at an earlier launch whose
+    warden did not get to remove it: `made` marks it)."""
+    try:
+        os.mkdir(dest, 0o700)
+    except FileExistsError:
+        try:
+            info = os.lstat(dest)
+            return made.exists() and stat.S_ISDIR(info.st_mode) and not os.listdir(dest)
+        except OSError:
+            return False
+    except OSError:
+        return False
+    try:
+        made.touch()
+    except OSError:
+        os.rmdir(dest)  # made just now and empty: no marker, no mount point
+        return False
+    return True
 
 
 def channel_dir(task_id: str) -> Path:
