@@ -198,6 +198,16 @@ class TmuxRuntime:
             return {}  # no server (or no sessions): no panes
         return self._panes(result.stdout)
 
+    def started(self) -> float | None:
+        """When the server started (its `start_time`); None when no server runs (never starts
+        one)."""
+        try:
+            result = self._run("display-message", "-p", "#{start_time}")
+        except TmuxError:
+            return None
+        text = result.stdout[0].strip() if result.returncode == 0 and result.stdout else ""
+        return float(text) if text.isdigit() else None
+
     def _panes(self, lines: Iterable[str]) -> dict[str, PaneState]:
         panes: dict[str, PaneState] = {}
         for line in lines:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -102,13 +103,34 @@ class AnswerStore:
     def _path(self, host: str) -> Path:
         return self.root / host / "tasks.json"
 
-    def save(self, host: str, tasks: list[dict[str, Any]], *, at: float | None = None) -> None:
-        """Keep `tasks` as the host's answer, seen at `at` (now by default)."""
+    def save(
+        self,
+        host: str,
+        tasks: list[dict[str, Any]],
+        *,
+        at: float | None = None,
+        origin: dict[str, Any] | None = None,
+    ) -> None:
+        """Keep `tasks` as the host's answer, seen at `at` (now by default); `origin` is what
+        the host's stream said of its machine (kept from the answer before when not given)."""
         path = self._path(host)
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".tasks.{os.getpid()}.{id(tasks)}.tmp")
-        temporary.write_text(json.dumps({"seen_at": at or time.time(), "tasks": tasks}))
+        if origin is None:
+            origin = self.origin(host)
+        temporary = path.with_name(f".tasks.{os.getpid()}.{threading.get_ident()}.tmp")
+        document = {"seen_at": at or time.time(), "tasks": tasks, "origin": origin}
+        temporary.write_text(json.dumps(document))
         os.replace(temporary, path)
+
+    def origin(self, host: str) -> dict[str, Any] | None:
+        """What the host's stream last said of its machine (its boot id, its tmux server's
+        start), None when it never streamed."""
+        try:
+            kept = json.loads(self._path(host).read_text())
+        except (OSError, ValueError):
+            return None
+        found = kept.get("origin") if isinstance(kept, dict) else None
+        return found if isinstance(found, dict) else None
 
     def load(self, host: str) -> tuple[list[dict[str, Any]], float | None]:
         """The host's last answer and when it came; nothing (and None) when it never answered."""

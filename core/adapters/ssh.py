@@ -39,6 +39,8 @@ from laneboard.core.domain.hosts import (
 
 PERSIST = 600.0
 """Seconds the master stays up after its last command (the board keeps it busy)."""
+STREAM_END = 2.0
+"""Seconds a stream's ssh client has to end once its stdin is closed, before it is killed."""
 CHECK_TIMEOUT = 5.0
 """Seconds `ssh -O check` may take: it only talks to the local socket."""
 _SOCKET_MAX = 100
@@ -203,6 +205,36 @@ class Connection:
         if done.returncode == SSH_FAILED:
             raise self._unreachable(ssh_reason(done.stderr.decode(errors="replace")))
         return done
+
+    def stream(self, words: Sequence[str]) -> subprocess.Popen[bytes]:
+        """Start the host's laneboard with `words` and hand back the ssh client: its stdout is
+        what the command prints, as it prints it; closing its stdin ends the command there (it
+        reads its standard input to learn that its reader went away). `Unreachable` when the
+        master cannot be opened; what ssh says later is on the process's stderr."""
+        self.open()
+        return subprocess.Popen(
+            remote_argv(self.host, self.control_path, words, tty=False),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=self._env(),
+        )
+
+    def end(self, process: subprocess.Popen[bytes]) -> None:
+        """End a stream: its stdin closed (the command there ends), then its ssh client, killed
+        if it has not ended within `STREAM_END` seconds."""
+        with contextlib.suppress(OSError):
+            if process.stdin is not None:
+                process.stdin.close()
+        try:
+            process.wait(timeout=STREAM_END)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def unreachable(self, said: str) -> Unreachable:
+        """The host as unreachable, for the reason in what ssh said (its stderr)."""
+        return self._unreachable(ssh_reason(said))
 
     def forward(self, words: Sequence[str], *, tty: bool, out: Sink, err: Sink) -> int:
         """Run the host's laneboard with `words` as if here: its stdout and stderr passed on as

@@ -203,6 +203,29 @@ class HostTasks:
     seen_at: float | None
     """When the host last answered (seconds since the epoch); None when it never did."""
     error: str | None = None
+    restarted: str | None = None
+    """Said once, in the first answer after the host came back, when it is not the machine (or
+    the tmux server) it was: `restarted_since` says what."""
+
+
+STREAM_HEARTBEAT = 5.0
+"""Seconds after which a host's stream (`ls --json --follow`) says it is alive if it said
+nothing else; a stream silent for `STREAM_SILENT` is a host that does not answer."""
+STREAM_SILENT = 4 * STREAM_HEARTBEAT
+
+
+def restarted_since(before: Mapping[str, Any] | None, now: Mapping[str, Any]) -> str | None:
+    """What a host's stream says of the machine it runs on (`{"boot": id, "tmux": start}`),
+    against what it said the last time: `rebooted` (a new boot id), `tmux server restarted` (the
+    same boot, another tmux server: its panes are gone), or None (a reconnect: the same machine
+    and server, or nothing known to compare)."""
+    if not before:
+        return None
+    if before.get("boot") and now.get("boot") and before["boot"] != now["boot"]:
+        return "rebooted"
+    if before.get("tmux") is not None and before.get("tmux") != now.get("tmux"):
+        return "tmux server restarted" if now.get("tmux") is not None else "tmux server ended"
+    return None
 
 
 @value

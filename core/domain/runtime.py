@@ -99,6 +99,11 @@ class Runtime(Protocol):
         """Every pane laneboard can see, by pane id, in one call."""
         ...
 
+    def started(self) -> float | None:
+        """When the server started (seconds since the epoch); None when none runs. A new value
+        means a new server: every pane of the old one is gone."""
+        ...
+
     def look(
         self, panes: Iterable[PaneRef], lines: int
     ) -> tuple[Mapping[str, PaneState], dict[str, str]]:
@@ -156,6 +161,9 @@ class NoRuntime:
 
     def snapshot(self) -> Mapping[str, PaneState]:
         return {}
+
+    def started(self) -> float | None:
+        return None
 
     def look(
         self, panes: Iterable[PaneRef], lines: int

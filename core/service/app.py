@@ -942,6 +942,11 @@ class Service(
         else."""
         return self.runtime.snapshot()
 
+    def runtime_started(self) -> float | None:
+        """When the runtime's server started, None when none runs: a new value after a
+        reconnect means the panes of the old server are gone (a reboot, or tmux was killed)."""
+        return self.runtime.started()
+
     def changes(self, cursor: int, *, limit: int = 1000) -> Changes:
         """What the journal recorded after `cursor` (task events and lease transitions), oldest
         first, at most `limit`; the returned cursor continues from there."""

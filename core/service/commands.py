@@ -241,6 +241,12 @@ COMMANDS: tuple[Command, ...] = (
             Arg("--all", "include retired tasks", "flag"),
             Arg("--children", "only the tasks below this one", "option", "TASK"),
             Arg("--local", "only this machine's tasks, not its hosts' (docs/hosts.md)", "flag"),
+            Arg(
+                "--follow",
+                "with --json: stay, and print a line each time this machine's tasks change, "
+                "until standard input closes (what a host's board reads; docs/hosts.md)",
+                "flag",
+            ),
         ),
     ),
     Command(

@@ -12,6 +12,7 @@ own refusals come back as the same one line with a non-zero exit.
 from __future__ import annotations
 
 import json
+import queue
 import shlex
 import threading
 import time
@@ -27,6 +28,8 @@ from laneboard.core.adapters.ssh import Connection
 from laneboard.core.domain.agents import profiles
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.hosts import (
+    SSH_FAILED,
+    STREAM_SILENT,
     Host,
     HostCheck,
     HostTasks,
@@ -36,11 +39,14 @@ from laneboard.core.domain.hosts import (
     check_host_name,
     parse_check,
     refusal,
+    restarted_since,
 )
 from laneboard.core.domain.values import replace
 from laneboard.core.service.parts import ServicePart
 
 Sink = Callable[[bytes], None]
+STORE_EVERY = 1.0
+"""While a host streams, its answer is kept (for when it stops answering) at most this often."""
 
 TOOLS = (
     ("laneboard", "every operation there (the same version as here)"),
@@ -173,6 +179,109 @@ class HostCommands(ServicePart):
             store.save(host.name, tasks, at=now)
         return HostTasks(host, True, tuple(RemoteTask(host.name, t) for t in tasks), now)
 
+    def watch_host(
+        self, host: Host, post: Callable[[HostTasks], None], stop: threading.Event
+    ) -> None:
+        """Hand `post` the host's tasks each time they change there, until `stop` is set.
+
+        One long-lived `ls --json --follow` of the host's laneboard runs over its connection:
+        the host's own feed, woken by hook events, file changes and its tmux (one `list-panes`
+        a tick while a pane lives), sends only what changed. A stream that ends, or says nothing
+        (not even its heartbeat) for `STREAM_SILENT` seconds, makes the host unreachable: its
+        last answer is posted as such, and the stream is opened again after the host's `poll`
+        seconds. A host whose laneboard cannot stream (it refuses the command) is polled with
+        `tasks_of` instead. The first answer after a reconnect says whether the host rebooted
+        or its tmux server changed meanwhile (`HostTasks.restarted`)."""
+        store = AnswerStore(state_dir())
+        streams = True
+        while not stop.is_set():
+            if not streams:
+                post(self.tasks_of(host))
+                stop.wait(host.poll)
+                continue
+            try:
+                why = self._follow(host, post, stop, store)
+            except LaneboardError as err:  # (Unreachable: the master could not be opened)
+                why = str(err)
+            if why is None:
+                streams = False
+                continue
+            if stop.is_set():
+                return
+            kept, seen = store.load(host.name)
+            remote = tuple(RemoteTask(host.name, t, reachable=False) for t in kept)
+            post(HostTasks(host, False, remote, seen, why))
+            stop.wait(host.poll)
+
+    def _follow(
+        self,
+        host: Host,
+        post: Callable[[HostTasks], None],
+        stop: threading.Event,
+        store: AnswerStore,
+    ) -> str | None:
+        """One stream of the host's tasks, posted as they come, until it ends or `stop`; why
+        it ended (the host's to blame), or None when the host's laneboard refused to stream."""
+        connection = self.connection(host)
+        process = connection.stream(["ls", "--local", "--json", "--follow"])
+        stdout, stderr = process.stdout, process.stderr
+        assert stdout is not None and stderr is not None
+        lines: queue.Queue[bytes | None] = queue.Queue()
+        said: list[bytes] = []
+        threading.Thread(target=_lines, args=(stdout, lines), daemon=True).start()
+        threading.Thread(target=lambda: said.append(stderr.read()), daemon=True).start()
+        tasks: dict[str, dict[str, Any]] = {}
+        heard = time.monotonic()
+        saved = 0.0
+        restarted: str | None = None
+        why = "its stream ended"
+        try:
+            while not stop.is_set():
+                try:
+                    line = lines.get(timeout=0.5)
+                except queue.Empty:
+                    if time.monotonic() - heard > STREAM_SILENT:
+                        why = f"no answer in {STREAM_SILENT:g}s"
+                        break
+                    continue
+                if line is None:
+                    break
+                heard = time.monotonic()
+                try:
+                    document = json.loads(line)
+                except ValueError:
+                    why = "its laneboard answered something not JSON"
+                    break
+                if not isinstance(document, dict) or "alive" in document:
+                    continue
+                if "schema" in document:
+                    found = document.get("host")
+                    origin: dict[str, Any] = found if isinstance(found, dict) else {}
+                    restarted = restarted_since(store.origin(host.name), origin)
+                    tasks = {}
+                    store.save(host.name, list(store.load(host.name)[0]), origin=origin)
+                for task in document.get("tasks") or []:
+                    if isinstance(task, dict):
+                        tasks[str(task.get("id"))] = task
+                for gone in document.get("gone") or []:
+                    tasks.pop(str(gone), None)
+                now = time.time()
+                if now - saved > STORE_EVERY:
+                    store.save(host.name, list(tasks.values()), at=now)
+                    saved = now
+                remote = tuple(RemoteTask(host.name, t) for t in tasks.values())
+                post(HostTasks(host, True, remote, now, restarted=restarted))
+                restarted = None
+        finally:
+            if tasks:
+                store.save(host.name, list(tasks.values()))
+            connection.end(process)
+        if process.returncode == SSH_FAILED:
+            return str(connection.unreachable(b"".join(said).decode(errors="replace")))
+        if not tasks and process.returncode not in (0, None, -15, -9) and not stop.is_set():
+            return None  # refused there (a laneboard without `--follow`): polled instead
+        return f"host {host.name} ({host.destination}) unreachable: {why}"
+
     def remote_repo(self, name: str, ref: str) -> str | None:
         """The root of the repository on host `name` that holds task `ref` (a name, an id or
         an id prefix), from the host's last answer, else asked of it; None when it has no
@@ -183,6 +292,12 @@ class HostCommands(ServicePart):
             document = self.ask_host(name, ["ls", "--local", "--all"])
             found = _repo_of(document.get("tasks") or [], name, ref)
         return found
+
+
+def _lines(pipe: Any, into: queue.Queue[bytes | None]) -> None:
+    for line in pipe:
+        into.put(line)
+    into.put(None)
 
 
 def _repo_of(tasks: list[dict[str, Any]], host: str, ref: str) -> str | None:

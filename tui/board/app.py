@@ -345,6 +345,14 @@ class BoardApp(App[None]):
                 self.call_from_thread(self._apply_hosts, answers)
 
     def _apply_hosts(self, answers: list[Any]) -> None:
+        for answer in answers:
+            if answer.restarted:
+                self.notify(
+                    f"host {answer.host.name}: {answer.restarted} since it was last seen: the "
+                    "panes of its running tasks are gone (`resume` starts their agents again)",
+                    severity="warning",
+                    timeout=15,
+                )
         self.remote_rows = board_rows(answers, self.clock())
         update = self.update_
         self.all_rows = [*(r for r in self.all_rows if r.host is None), *self.remote_rows]

@@ -26,6 +26,7 @@ from laneboard.core.domain.attention import Attention, markers
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.hosts import HostTasks, RemoteTask, refusal
 from laneboard.core.domain.models import Repo, Task, TaskState
+from laneboard.core.domain.values import replace
 from laneboard.core.domain.views import TaskView
 from laneboard.tui import remote
 from laneboard.tui.board.rows import Row, ago
@@ -33,7 +34,7 @@ from laneboard.tui.board.screens import Box, Dialog
 from laneboard.tui.output import CONTROLS
 
 HOSTS_EVERY = 2.0
-"""Seconds between two looks at a host that cannot be read (a host's own: its `poll`)."""
+"""Seconds before a host whose watch failed here (its control directory) is watched again."""
 
 ACTIONS: dict[str, tuple[list[str], str]] = {
     "pause": (["pause"], "paused"),
@@ -56,9 +57,11 @@ SHOWN = {"review": ["review", "--patch"], "log": ["log"], "show": ["show"]}
 
 
 class HostsPoller:
-    """Asks each host for its tasks every `poll` seconds of its own, each on a thread of its own
-    (a host that does not answer holds only its own rows, for up to its connect timeout), until
-    stopped; hands every host's latest answer to `post` (called on a poller's thread)."""
+    """Shows each host's tasks as they change there, each host on a thread of its own (a host
+    that does not answer holds only its own rows, for up to its connect timeout), until
+    stopped; hands every host's latest answer to `post` (called on a poller's thread). Each
+    host streams its changes (`Service.watch_host`); one that cannot is asked every `poll`
+    seconds of its own."""
 
     def __init__(self, service: Any, post: Callable[[list[HostTasks]], None]) -> None:
         self.service = service
@@ -72,25 +75,26 @@ class HostsPoller:
             hosts = self.service.hosts()
         except LaneboardError:
             return  # a broken config: the board said so when it started
-        threads = [threading.Thread(target=self._poll, args=(h,), daemon=True) for h in hosts]
+        threads = [threading.Thread(target=self._watch, args=(h,), daemon=True) for h in hosts]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
 
-    def _poll(self, host: Any) -> None:
+    def _watch(self, host: Any) -> None:
         while not self._stop.is_set():
             try:
-                answer = self.service.tasks_of(host)
+                self.service.watch_host(host, self._answer, self._stop)
             except (LaneboardError, OSError):  # the control directory: try again next time
                 self._stop.wait(HOSTS_EVERY)
-                continue
-            with self._lock:
-                self._answers[host.name] = answer
-                answers = [self._answers[name] for name in sorted(self._answers)]
-            if not self._stop.is_set():
-                self.post(answers)
-            self._stop.wait(host.poll)
+
+    def _answer(self, answer: HostTasks) -> None:
+        name = answer.host.name
+        with self._lock:  # (a restart is said once: kept without it for the next posts)
+            self._answers[name] = replace(answer, restarted=None)
+            answers = [answer if n == name else self._answers[n] for n in sorted(self._answers)]
+        if not self._stop.is_set():
+            self.post(answers)
 
     def stop(self) -> None:
         self._stop.set()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
+from laneboard.core.domain.errors import UsageError
 from laneboard.core.domain.models import Task
 from laneboard.tui.commands.common import (
     here_or_all,
@@ -23,6 +24,12 @@ def cmd_ls(args: argparse.Namespace) -> int:
     from laneboard.tui import output
 
     service = open_service()
+    if args.follow:
+        if not args.json or args.children or args.all:
+            raise UsageError("--follow goes with --json alone (every live task of this machine)")
+        from laneboard.tui.follow import follow
+
+        return follow(service)
     if args.children:
         top = service.resolve(repo_arg(args), args.children)
         below = {t.id for t in service.descendants(top, include_retired=args.all)}

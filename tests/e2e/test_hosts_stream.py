@@ -1,0 +1,173 @@
+"""A host's tasks streamed over ssh (`Service.watch_host`, docs/hosts.md "Streaming"), against a
+real sshd on loopback (`tests/sshd.py`): a change there shows without a poll, a stream that
+falls silent makes the host unreachable, and the first answer after a reconnect says when the
+host's tmux server is not the one it was (its panes gone, its tasks' runtime lost)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from laneboard.core.domain.hosts import STREAM_SILENT, HostTasks
+from tests.conftest import FAKE, make_repo, run_cli
+from tests.procs import DEADLINE
+from tests.sshd import Remote, remote
+
+__all__ = ["remote"]  # the fixture
+pytestmark = pytest.mark.tmux
+
+
+class Watched:
+    """The answers `watch_host` posted for host `build`, from a thread of the test."""
+
+    def __init__(self) -> None:
+        from laneboard.tui.root import open_service
+
+        self.service = open_service()
+        self.answers: list[HostTasks] = []
+        self.stop = threading.Event()
+        self.changed = threading.Condition()
+        self.read = 0
+        """Answers before this one were looked at by an `until` already."""
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        self.service.watch_host(self.service.host("build"), self._post, self.stop)
+
+    def _post(self, answer: HostTasks) -> None:
+        with self.changed:
+            self.answers.append(answer)
+            self.changed.notify_all()
+
+    def until(
+        self, wanted: Callable[[HostTasks], bool], what: str, within: float = DEADLINE
+    ) -> HostTasks:
+        """The first answer after the last `until`'s for which `wanted` holds."""
+        end = time.monotonic() + within
+        with self.changed:
+            while True:
+                for answer in self.answers[self.read :]:
+                    self.read += 1
+                    if wanted(answer):
+                        return answer
+                if time.monotonic() > end:
+                    raise AssertionError(f"{what}: not within {within}s ({self.answers[-3:]})")
+                self.changed.wait(0.2)
+
+
+@contextmanager
+def watching() -> Iterator[Watched]:
+    watched = Watched()
+    watched.thread.start()
+    try:
+        yield watched
+    finally:
+        watched.stop.set()
+        watched.thread.join(timeout=DEADLINE)
+        assert not watched.thread.is_alive(), "the watch did not end when asked"
+
+
+def states(answer: HostTasks) -> dict[str, str]:
+    return {t.name: t.state for t in answer.tasks}
+
+
+def agent(answer: HostTasks, name: str) -> str | None:
+    """What the host says task `name`'s agent does (`lost`: its pane is gone)."""
+    for task in answer.tasks:
+        if task.name == name and isinstance(task.document.get("agent"), dict):
+            return str(task.document["agent"]["state"])
+    return None
+
+
+def follower_pids(remote: Remote) -> list[int]:
+    """The host's `ls --follow` processes (by their command line and their LANEBOARD_HOME)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            env = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--follow" in argv and f"LANEBOARD_HOME={remote.lbhome}".encode() in env:
+            found.append(int(entry.name))
+    # (a child it is forking for git or tmux has its command line until it runs them)
+    return [pid for pid in found if _parent(pid) not in found]
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def test_a_change_on_the_host_streams_and_a_silent_stream_is_unreachable(
+    tmp_path: Path, remote: Remote
+) -> None:
+    there = make_repo(tmp_path / "host" / "repo")
+    made = run_cli("new", "t", "--host", "build", "--repo", str(there), "--no-start", cwd=tmp_path)
+    assert made.code == 0, made.err
+    with watching() as watched:
+        watched.until(lambda a: a.reachable and states(a) == {"t": "provisioned"}, "the task")
+        # Made on the host itself, not through this machine: the stream tells.
+        made = remote.laneboard("--repo", str(there), "new", "u", "--no-start")
+        assert made.code == 0, made.err
+        watched.until(lambda a: "u" in states(a), "the host's new task, streamed")
+
+        pids = follower_pids(remote)
+        assert len(pids) == 1, [Path(f"/proc/{p}/cmdline").read_bytes() for p in pids]
+        os.kill(pids[0], signal.SIGSTOP)  # the host hangs: the connection itself stays up
+        try:
+            quiet = time.monotonic()
+            gone = watched.until(
+                lambda a: not a.reachable, "unreachable", within=STREAM_SILENT + DEADLINE
+            )
+            assert time.monotonic() - quiet >= STREAM_SILENT - 1
+            assert gone.error and f"no answer in {STREAM_SILENT:g}s" in gone.error
+            assert states(gone) == {"t": "unreachable", "u": "unreachable"}
+        finally:
+            os.kill(pids[0], signal.SIGCONT)
+        watched.until(lambda a: a.reachable and "u" in states(a), "back")
+
+
+def test_a_host_whose_tmux_server_is_gone_says_so_once_and_its_task_is_runtime_lost(
+    tmp_path: Path, remote: Remote
+) -> None:
+    remote.lbhome.mkdir(parents=True)
+    (remote.lbhome / "config.toml").write_text(
+        f"[agents.profiles.claude]\ncommand = {json.dumps(FAKE)}\n"
+    )
+    there = make_repo(tmp_path / "host" / "repo")
+    made = run_cli(
+        "new", "t", "--host", "build", "--repo", str(there), "--prompt", "hi", cwd=tmp_path
+    )
+    assert made.code == 0, made.err
+    with watching() as watched:
+        first = watched.until(lambda a: a.reachable and states(a) == {"t": "running"}, "running")
+        assert first.restarted is None
+
+        remote.sshd.stop()
+        watched.until(lambda a: not a.reachable, "unreachable")
+        remote.close()  # the host's tmux server ends (as at a reboot) while it is away
+        remote.sshd.start()
+        back = watched.until(lambda a: a.reachable, "back")
+        assert back.restarted == "tmux server ended"
+        lost = watched.until(lambda a: agent(a, "t") == "lost", "its runtime lost")
+        assert lost.restarted is None or lost is back  # said once
+        later = watched.answers[watched.answers.index(lost) + 1 :]
+        assert all(a.restarted is None for a in later)
+
+        resumed = run_cli("resume", "build:t", cwd=tmp_path)
+        assert resumed.code == 0, resumed.err
+        watched.until(lambda a: agent(a, "t") not in (None, "lost"), "its agent again")

@@ -1,0 +1,113 @@
+"""`laneboard ls --json --follow`: this machine's live tasks as a stream, for a board on another
+machine that shows them (docs/hosts.md, "Streaming").
+
+The stream is the board's own feed run without a screen (`tui.board.feed.Feed`): it wakes on
+hook events, file changes and other processes' commits, polls tmux once per tick while a pane
+lives, and, when no board or `supervise` is the controller here, becomes it (it records what
+the agents do, as a board would). Each line is one JSON document:
+
+- first `{"schema": "tasks/N", "tasks": [...], "host": {...}}`: every live task as `ls --json`
+  says it, and what tells a reboot from a reconnect (`boot`: the kernel's boot id; `tmux`: when
+  laneboard's tmux server here started, or null when none runs);
+- then `{"tasks": [...], "gone": [ids]}` whenever tasks changed: only the tasks whose document
+  changed, and the ids of those that left (retired, or no longer listed);
+- `{"alive": true}` after `STREAM_HEARTBEAT` seconds with nothing else said, so that the reader can
+  tell a silent host from a quiet one.
+
+It ends when its standard input closes (the reader or its connection went away) or a write
+fails; it never changes anything but what the controller records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any, TextIO
+
+from laneboard.core.domain.hosts import STREAM_HEARTBEAT
+from laneboard.tui import output
+
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def boot_id() -> str | None:
+    """This machine's boot id (Linux), which changes at every boot; None elsewhere."""
+    try:
+        return BOOT_ID.read_text().strip() or None
+    except OSError:
+        return None
+
+
+class Stream:
+    """Writes the stream's lines (from the feed's thread and the heartbeat's), one at a time."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.ended = threading.Event()
+        self._lock = threading.Lock()
+        self._said = threading.Event()
+        self._shown: dict[str, str] | None = None
+
+    def line(self, document: dict[str, Any]) -> None:
+        with self._lock:
+            try:
+                self.out.write(json.dumps(document, separators=(",", ":")) + "\n")
+                self.out.flush()
+            except (OSError, ValueError):  # the reader went away
+                self.ended.set()
+            self._said.set()
+
+    def tasks(self, views: list[Any], host: dict[str, Any]) -> None:
+        """The first document, then what changed since the one before."""
+        docs = {view.task.id: output.task_view_json(view) for view in views}
+        texts = {task_id: json.dumps(doc, sort_keys=True) for task_id, doc in docs.items()}
+        if self._shown is None:
+            first = {"schema": output.schema("tasks"), "tasks": list(docs.values())}
+            self.line({**first, "host": host})
+        else:
+            changed = [docs[i] for i, text in texts.items() if self._shown.get(i) != text]
+            gone = sorted(set(self._shown) - set(texts))
+            if changed or gone:
+                self.line({"tasks": changed, "gone": gone})
+        self._shown = texts
+
+    def heartbeat(self) -> None:
+        while not self.ended.is_set():
+            self._said.clear()
+            if not self._said.wait(STREAM_HEARTBEAT) and not self.ended.is_set():
+                self.line({"alive": True})
+
+
+def follow(service: Any, out: TextIO = sys.stdout, into: TextIO = sys.stdin) -> int:
+    """Stream this machine's live tasks to `out` until `into` closes or `out` fails."""
+    from laneboard.tui.board.feed import Feed, Update
+
+    stream = Stream(out)
+    host = {"boot": boot_id(), "tmux": service.runtime_started()}
+
+    def post(update: Update) -> None:
+        if update.error is None:
+            stream.tasks([v for board in update.snapshot.repos for v in board.tasks], host)
+        if stream.ended.is_set():
+            feed.stop()
+
+    def until_closed() -> None:
+        try:
+            while os.read(into.fileno(), 65536):
+                pass
+        except (OSError, ValueError):
+            pass
+        stream.ended.set()
+        feed.stop()
+
+    feed = Feed(service, post)
+    for body in (until_closed, stream.heartbeat):
+        threading.Thread(target=body, daemon=True).start()
+    try:
+        feed.run()
+    finally:
+        stream.ended.set()
+    return 0
