@@ -86,3 +86,18 @@ async def test_a_hosts_running_task_shows_its_screen_in_the_preview(
         sent = run_cli("send", "build:t", "again", cwd=tmp_path)
         assert sent.code == 0, sent.err
         await until(pilot, lambda: "done: again" in app._preview_text, "read again")
+
+        # The host comes back with another tmux server (as after a reboot): said once.
+        remote.sshd.stop()
+        await until(
+            pilot, lambda: row(app, "build:t").cells["state"].startswith("unreachable"), "away"
+        )
+        remote.close()
+        remote.sshd.start()
+        await until(
+            pilot, lambda: any("tmux server ended" in t for t in app.told), "the restart said"
+        )
+        await until(
+            pilot, lambda: row(app, "build:t").cells["agent"] == "runtime lost", "its pane lost"
+        )
+        assert sum("tmux server ended" in t for t in app.told) == 1
