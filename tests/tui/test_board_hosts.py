@@ -101,3 +101,44 @@ async def test_a_hosts_running_task_shows_its_screen_in_the_preview(
             pilot, lambda: row(app, "build:t").cells["agent"] == "runtime lost", "its pane lost"
         )
         assert sum("tmux server ended" in t for t in app.told) == 1
+
+
+async def test_the_new_task_form_makes_a_task_on_a_host(
+    board, tmp_path: Path, remote: Remote
+) -> None:
+    """A repository typed as `HOST:/path` (or chosen from the hosts' repositories) makes the
+    task there, with the host's agent profiles; the host's refusal reopens the form as typed,
+    the error beside its field."""
+    from textual.widgets import Input, Select
+
+    from laneboard.tui.board.screens import NewTaskScreen
+
+    there = make_repo(tmp_path / "host" / "repo")
+    async with board() as (app, pilot):
+        await pilot.press("n")
+        form = await until(
+            pilot, lambda: isinstance(app.screen, NewTaskScreen) and app.screen, "the form"
+        )
+        form.query_one("#name", Input).value = "far"
+        form.query_one("#repo-path", Input).value = f"build:{tmp_path / 'host' / 'nowhere'}"
+        form.query_one("#command", Input).value = "sleep 60"
+        await pilot.click("#create")
+        error = await until(pilot, lambda: app.screen.query("#repo-error"), "the host's refusal")
+        assert "build:" in str(error.first().render())
+        assert app.screen.query_one("#repo-path", Input).value.startswith("build:")
+
+        app.screen.query_one("#repo-path", Input).value = f"build:{there}"
+        create = app.screen.query_one("#create")
+        await until(pilot, lambda: not create.has_class("-active"), "the button pressable again")
+        await pilot.click("#create")
+        found = await until(pilot, lambda: row(app, "build:far"), "the task, made on the host")
+        assert found.host == "build"
+        listed = json.loads(remote.laneboard("--repo", str(there), "ls", "--json").out)
+        assert [(t["name"], t["state"]) for t in listed["tasks"]] == [("far", "running")]
+
+        await pilot.press("n")  # the host's repository is offered from now on
+        form = await until(
+            pilot, lambda: isinstance(app.screen, NewTaskScreen) and app.screen, "the form"
+        )
+        options = [value for _label, value in form.query_one("#repo", Select)._options]
+        assert f"build:{there}" in options

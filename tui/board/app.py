@@ -67,6 +67,7 @@ from laneboard.tui.board.screens import (
     RadarScreen,
     event_line,
     field_of,
+    host_of,
 )
 from laneboard.tui.board.table import TaskTable
 from laneboard.tui.output import queue_summary
@@ -1004,8 +1005,24 @@ class BoardApp(App[None]):
         default = None
         if hasattr(service, "agent_choices"):
             profiles, default = service.agent_choices()
-        screen = NewTaskScreen(repos, profiles, here, default=default, given=given, error=error)
+        hosts = self._host_names()
+        for row in self.remote_rows:  # the repositories the hosts' tasks are in
+            if (
+                row.host
+                and row.view is not None
+                and f"{row.host}:{row.view.repo.root}" not in repos
+            ):
+                repos.append(f"{row.host}:{row.view.repo.root}")
+        screen = NewTaskScreen(
+            repos, profiles, here, default=default, given=given, error=error, hosts=hosts
+        )
         self.push_screen(screen, self._create)
+
+    def _host_names(self) -> list[str]:
+        try:
+            return [host.name for host in self.service.hosts()] if self.hosts else []
+        except LaneboardError:
+            return []
 
     def _create(self, got: object) -> None:
         if not isinstance(got, NewTask):
@@ -1017,6 +1034,10 @@ class BoardApp(App[None]):
             command = shlex.split(got.command) if got.command else None
         except ValueError as err:
             self._ask_new(got, ("command", f"not a valid command line: {err}"))
+            return
+        remote = host_of(got.repo, self._host_names())
+        if remote is not None:
+            self._create_on_host(got, *remote)
             return
 
         def create(cancel: Any) -> Any:
@@ -1041,6 +1062,31 @@ class BoardApp(App[None]):
             self._ask_new(got, (field_of(text), text))
 
         self._act(f"new {got.name}", None, create, "created", failed=refused)
+
+    def _create_on_host(self, got: NewTask, host: str, root: str) -> None:
+        """`new` run by the host's laneboard, in its repository `root`; its refusal reopens
+        the form as it was, beside the field it is about."""
+        words = ["new", got.name, "--repo", root]
+        for flag, given in (
+            ("--base", got.base),
+            ("--target", got.target),
+            ("--agent", got.agent),
+            ("--cmd", got.command),
+            ("--prompt", got.prompt),
+        ):
+            if given:
+                words += [flag, given]
+
+        def refused(text: str) -> None:
+            self._ask_new(got, (field_of(text), text))
+
+        self._act(
+            f"new {host}:{got.name}",
+            None,
+            lambda c: run_on_host(self.service, host, words),
+            "created",
+            failed=refused,
+        )
 
     def _ask_restore(self) -> None:
         row = self._selected_ref()

@@ -95,7 +95,12 @@ class NewTaskScreen(Dialog):
     """Name, repository, base and target, agent profile or command, first prompt. Starts
     filled in: the repository the board started in, the first installed agent profile (the
     ones not installed are marked). An error is shown beside its field and nothing typed is
-    lost (`given` and `error` reopen the form as it was)."""
+    lost (`given` and `error` reopen the form as it was).
+
+    With hosts configured (`hosts`: their names), the repositories of the hosts' tasks are in
+    the list too, as `HOST:/path`, and any repository on a host can be typed as `HOST:/path`
+    below it: the task is then made there, by the host's laneboard, with the agent profiles of
+    that host (whether one is installed there is the host's to say)."""
 
     DEFAULT_CSS = """
     NewTaskScreen .error { color: $error; margin-bottom: 1; }
@@ -110,9 +115,11 @@ class NewTaskScreen(Dialog):
         default: str | None = None,
         given: NewTask | None = None,
         error: tuple[str, str] | None = None,
+        hosts: Sequence[str] = (),
     ) -> None:
         super().__init__()
         self.repos = repos
+        self.hosts = tuple(hosts)
         self.profiles = profiles
         self.here = here if here in repos else (repos[0] if repos else None)
         self.default = default
@@ -148,8 +155,16 @@ class NewTaskScreen(Dialog):
                     id="repo",
                     compact=True,
                 )
-            else:
-                yield Input(repo or "", compact=True, placeholder="repository path", id="repo-path")
+            typed = "" if self.repos and repo in self.repos else (repo or "")
+            if not self.repos or self.hosts:
+                yield Input(
+                    typed,
+                    compact=True,
+                    placeholder="or a repository on a host: HOST:/path"
+                    if self.repos
+                    else "repository path" + (" (HOST:/path on a host)" if self.hosts else ""),
+                    id="repo-path",
+                )
             yield from self._error("repo")
             yield Input(
                 self._value("base"),
@@ -194,7 +209,9 @@ class NewTaskScreen(Dialog):
 
     def on_mount(self) -> None:
         if self.error is not None:
-            key = "repo-path" if self.error[0] == "repo" and not self.repos else self.error[0]
+            key = self.error[0]
+            if key == "repo" and (not self.repos or self._typed_repo()):
+                key = "repo-path"
             found = self.query(f"#{key}")
             if found:
                 found.first().focus()
@@ -208,11 +225,17 @@ class NewTaskScreen(Dialog):
         else:
             self.dismiss(None)
 
+    def _typed_repo(self) -> str:
+        found = self.query("#repo-path")
+        return found.first(Input).value.strip() if found else ""
+
     def _show_error(self, key: str, message: str) -> None:
         """Put `message` beside the field `key` (replacing an earlier error), focus it."""
         for old in self.query(".error"):
             old.remove()
-        field = self.query_one(f"#{key}" if key != "repo" or self.repos else "#repo-path")
+        if key == "repo" and (not self.repos or self._typed_repo()):
+            key = "repo-path"
+        field = self.query_one(f"#{key}")
         field.parent.mount(  # type: ignore[union-attr]
             Static(f"↑ {message}", classes="error", id=f"{key}-error", markup=False),
             after=field,
@@ -224,18 +247,18 @@ class NewTaskScreen(Dialog):
         if not name:
             self._show_error("name", "a task needs a name")
             return
-        if self.repos:
+        repo = self._typed_repo()
+        if not repo and self.repos:
             chosen = self.query_one("#repo", Select).value
             repo = chosen if isinstance(chosen, str) else "."
-        else:
-            repo = self.query_one("#repo-path", Input).value.strip()
-            if not repo:
-                self._show_error("repo", "which repository? give a path inside it")
-                return
+        elif not repo:
+            self._show_error("repo", "which repository? give a path inside it")
+            return
+        on_host = host_of(repo, self.hosts) is not None
         agent = self.query_one("#agent", Select).value
         command = _given(self.query_one("#command", Input).value)
         installed = {n for n, ok in self.profiles if ok}
-        if command is None and isinstance(agent, str) and agent not in installed:
+        if command is None and isinstance(agent, str) and agent not in installed and not on_host:
             self._show_error(
                 "agent",
                 f"{agent} is not installed (not on PATH): choose an installed profile, "
@@ -256,6 +279,14 @@ class NewTaskScreen(Dialog):
                 prompt=_given(self.query_one("#prompt", Input).value),
             )
         )
+
+
+def host_of(repo: str, hosts: Sequence[str]) -> tuple[str, str] | None:
+    """`(HOST, PATH)` when `repo` names a repository on a configured host (`HOST:/path`)."""
+    name, colon, path = repo.partition(":")
+    if colon and name in hosts and path:
+        return name, path
+    return None
 
 
 def field_of(message: str) -> str:
