@@ -19,13 +19,16 @@ import contextlib
 import hashlib
 import os
 import re
+import shlex
 import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from laneboard.core.adapters.git import run_git
 from laneboard.core.adapters.locks import held
+from laneboard.core.domain.errors import GitError
 from laneboard.core.domain.hosts import (
     SSH_FAILED,
     Host,
@@ -235,6 +238,37 @@ class Connection:
     def unreachable(self, said: str) -> Unreachable:
         """The host as unreachable, for the reason in what ssh said (its stderr)."""
         return self._unreachable(ssh_reason(said))
+
+    def fetch(self, root: Path, repo: str, branch: str, into: str, timeout: float) -> str:
+        """Fetch `branch` of the host's repository at `repo` into the ref `into` of the local
+        repository `root`, over this connection (git's ssh is this host's ssh, with its config
+        file and master socket), objects checked (`transfer.fsckObjects`) and no hook run; the
+        SHA it fetched. `GitError` with git's reason when the fetch failed."""
+        from laneboard.core.adapters.integrate import network
+
+        self.open()
+        ssh = shlex.join(
+            ["ssh", *control_options(self.host, self.control_path), "-o", "ControlMaster=no"]
+        )
+        done = network(
+            [
+                "-c", f"core.sshCommand={ssh}",
+                "-c", "transfer.fsckObjects=true",
+                "fetch", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules",
+                f"{self.host.destination}:{repo}", f"+refs/heads/{branch}:{into}",
+            ],
+            root,
+            timeout,
+        )  # fmt: skip
+        if done.returncode != 0:
+            said = done.stderr.decode(errors="replace").strip().splitlines()
+            raise GitError(
+                f"git fetch from host {self.host.name}: {said[-1] if said else 'failed'}"
+            )
+        found = run_git(
+            ["rev-parse", "--verify", "--end-of-options", f"{into}^{{commit}}"], cwd=root
+        )
+        return found.stdout.decode().strip()
 
     def forward(self, words: Sequence[str], *, tty: bool, out: Sink, err: Sink) -> int:
         """Run the host's laneboard with `words` as if here: its stdout and stderr passed on as

@@ -387,6 +387,13 @@ COMMANDS: tuple[Command, ...] = (
                 "HOW",
             ),
             Arg("--all-ready", "every reviewed task of the repo, in review order", "flag"),
+            Arg(
+                "--fetch-into",
+                "a task on a host (HOST:TASK): fetch its reviewed commit into the repository at "
+                "PATH on this machine and merge it there (default: on the host; docs/hosts.md)",
+                "option",
+                "PATH",
+            ),
             Arg("--remote", "the remote to publish to (default: origin)", "option", "REMOTE"),
             Arg("--pr", "open (or find) a pull request with gh", "flag"),
             Arg("--draft", "open the pull request as a draft", "flag"),

@@ -23,6 +23,7 @@ from typing import Any
 
 from laneboard import __version__
 from laneboard.core.adapters.config import load_settings, state_dir
+from laneboard.core.adapters.git import run_git
 from laneboard.core.adapters.hosts import AnswerStore, find_host, load_hosts, save_host
 from laneboard.core.adapters.ssh import Connection
 from laneboard.core.domain.agents import profiles
@@ -42,7 +43,8 @@ from laneboard.core.domain.hosts import (
     restarted_since,
 )
 from laneboard.core.domain.values import replace
-from laneboard.core.service.parts import ServicePart
+from laneboard.core.domain.views import Outcome
+from laneboard.core.service.parts import OnOutput, OnWait, ServicePart
 
 Sink = Callable[[bytes], None]
 STORE_EVERY = 1.0
@@ -281,6 +283,80 @@ class HostCommands(ServicePart):
         if not tasks and process.returncode not in (0, None, -15, -9) and not stop.is_set():
             return None  # refused there (a laneboard without `--follow`): polled instead
         return f"host {host.name} ({host.destination}) unreachable: {why}"
+
+    def finalize_from_host(
+        self,
+        name: str,
+        ref: str,
+        local: Path,
+        *,
+        into: str | None = None,
+        strategy: str | None = None,
+        on_wait: OnWait = None,
+        on_output: OnOutput = None,
+    ) -> tuple[Outcome, str]:
+        """Integrate a host's reviewed task into a repository on this machine: fetch the
+        task's branch from the host (`Connection.fetch`), refuse unless the fetched tip is the
+        SHA reviewed there, make a local task `HOST-NAME` at that commit (its journal records
+        where it came from: `host.fetched`), mark it reviewed at it, and finalize it as any
+        local task (lane, gate, compare-and-swap of the target, anchor). The host's task is
+        left as it is, in review there (a second note says so). A local task of that name
+        whose reviewed SHA is the same commit (an earlier attempt that stopped) is finalized
+        again instead of a new one."""
+        root = self.remote_repo(name, ref)
+        words = ["--repo", root, "show", ref] if root else ["show", ref]
+        there = self.ask_host(name, words)
+        reviewed = there.get("reviewed_sha")
+        task_name, task_id = str(there.get("name")), str(there.get("id"))
+        if not reviewed:
+            raise LaneboardError(
+                f"{name}:{task_name} has not been reviewed there: "
+                f"`laneboard review {name}:{task_name} --mark` pins the SHA to integrate"
+            )
+        branch = str(there.get("branch") or "").removeprefix("refs/heads/")
+        ctx = self._open(local, register=True)  # as `new` there would
+        fetched_ref = f"refs/laneboard/fetched/{name}/{task_id}"
+        host = self.host(name)
+        fetched = self.connection(host).fetch(
+            ctx.root, str(there.get("repo")), branch, fetched_ref, host.timeout
+        )
+        local_name = f"{name}-{task_name}"
+        try:
+            if fetched != reviewed:
+                raise LaneboardError(
+                    f"{name}:{task_name}: its branch {branch} there is at {fetched}, not at the "
+                    f"reviewed {reviewed}: review it again there (nothing was integrated)"
+                )
+            earlier = self._ledger().live_task(ctx.repo.id, local_name)
+            if earlier is not None and earlier.reviewed_sha != reviewed:
+                raise LaneboardError(
+                    f"a task {local_name} is in {ctx.root} already, not at {reviewed[:12]}: "
+                    "finalize or discard it first"
+                )
+            if earlier is None:
+                made = self.new(
+                    ctx.root, local_name, base=reviewed, target=into or there.get("target")
+                )
+                self._ledger().append_event(
+                    made.task.id,
+                    ctx.repo.id,
+                    "host.fetched",
+                    self.actor,
+                    {"host": name, "task_id": task_id, "name": task_name, "repo": there.get("repo"),
+                     "branch": branch, "reviewed": reviewed},
+                )  # fmt: skip
+                self.mark_reviewed(ctx.root, local_name)
+        finally:
+            run_git(["update-ref", "-d", fetched_ref, fetched], cwd=ctx.root, check=False)
+        done = self.finalize(
+            ctx.root, local_name, into=into, strategy=strategy, on_wait=on_wait,
+            on_output=on_output,
+        )  # fmt: skip
+        left = (
+            f"{name}:{task_name} stays in review on host {name}: its work is in "
+            f"{done.task.target} here now (`laneboard discard {name}:{task_name}` ends it there)"
+        )
+        return done, left
 
     def remote_repo(self, name: str, ref: str) -> str | None:
         """The root of the repository on host `name` that holds task `ref` (a name, an id or

@@ -47,6 +47,26 @@ class ServicePart:
         def _find(self, ctx: RepoContext, ref: str) -> Task: ...
         def _live(self, ctx: RepoContext, ref: str) -> Task: ...
         def reconcile(self, *, record: bool = False) -> list[Task]: ...
+        def new(
+            self,
+            where: Path,
+            name: str,
+            *,
+            base: str | None = None,
+            target: str | None = None,
+        ) -> Outcome: ...
+        def mark_reviewed(self, where: RepoRef, task: str) -> object: ...
+        def finalize(
+            self,
+            where: RepoRef,
+            task: str,
+            *,
+            into: str | None = None,
+            strategy: str | None = None,
+            on_wait: OnWait = None,
+            cancel: Cancel | None = None,
+            on_output: OnOutput = None,
+        ) -> Outcome: ...
         def fork(self, where: RepoRef, task: str) -> Outcome: ...
         def send(
             self,

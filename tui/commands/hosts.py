@@ -112,6 +112,8 @@ def remote(args: argparse.Namespace) -> str | None:
     None when it is for this machine. Tasks of two hosts in one command are refused."""
     if args.subcommand is None or args.command in LOCAL_ONLY:
         return None
+    if getattr(args, "fetch_into", None):
+        return None  # finalize of a host's task into a repository here: run here
     hosts = {split_task(ref)[0] for ref in _task_refs(args)} - {None}
     given = getattr(args, "host", None)
     if given:

@@ -168,6 +168,29 @@ def _finalized_line(done: Outcome, into: str | None) -> str:
     return f"finalized {task.finalized_sha} into {into or task.target} ({moved}); {where}"
 
 
+def _finalize_fetched(args: argparse.Namespace, service: Service) -> int:
+    """`finalize HOST:TASK --merge --fetch-into PATH` (docs/hosts.md)."""
+    from laneboard.core.domain.hosts import split_task
+
+    host, name = split_task(args.name or "")
+    if host is None or not args.merge or args.all_ready:
+        raise UsageError("--fetch-into takes one task on a host (HOST:TASK) and --merge")
+    done, left = service.finalize_from_host(
+        host,
+        name,
+        Path(args.fetch_into),
+        into=args.into,
+        strategy=args.strategy,
+        on_wait=print_wait,
+        on_output=print_output,
+    )
+    notes = [*done.notes, left]
+    result = report(args, done, _finalized_line(done, args.into), notes=notes)
+    if not args.json:
+        print(f"laneboard: {left}", file=sys.stderr)
+    return result
+
+
 def cmd_finalize(args: argparse.Namespace) -> int:
     if args.all_ready == bool(args.name):
         raise UsageError("name a task or give --all-ready")
@@ -182,6 +205,8 @@ def cmd_finalize(args: argparse.Namespace) -> int:
         if value is not None and not value.strip():
             raise UsageError(f"{option} needs a value")
     service = open_service()
+    if args.fetch_into:
+        return _finalize_fetched(args, service)
     where = repo_arg(args)
     if args.publish:
         done, note, remote = service.publish(
