@@ -95,6 +95,16 @@ class Sshd:
             "  StrictHostKeyChecking yes\n"
         )
 
+    def set_env(self, env: dict[str, str]) -> None:
+        """Give every session `env` (sshd's one `SetEnv` line): a program run there without the
+        host's wrapper still has the host's isolated HOME and state. Before `start`."""
+        words = " ".join(f"{key}={value}" for key, value in env.items())
+        assert " " not in "".join(env.values()), env
+        config = self.where / "sshd_config"
+        config.write_text(
+            config.read_text().replace("SetEnv SHLVL=1\n", f"SetEnv SHLVL=1 {words}\n")
+        )
+
     def start(self) -> None:
         if os.geteuid() == 0:  # sshd run by root wants its privilege separation directory
             Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)

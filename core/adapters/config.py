@@ -545,6 +545,29 @@ def save_user_table(name: str, values: dict[str, Any]) -> Path:
     return _replace_user_file(path, text + separator + "\n".join(lines) + "\n")
 
 
+def set_user_value(name: str, key: str, given: str | float) -> Path:
+    """Set `key` of the table `[name]` in the user's `config.toml` (the line replaced, or added
+    right under the table's header), keeping every other line as it is; refused when the table
+    is not there. The result must still be valid settings, or nothing is written."""
+    path = config_dir() / USER_CONFIG_NAME
+    lines = (_read_text(path) or "").splitlines()
+    header = f"[{name}]"
+    try:
+        at = next(n for n, line in enumerate(lines) if line.strip() == header)
+    except StopIteration:
+        raise ConfigError(f"{path}: no table {header}") from None
+    end = next(
+        (n for n in range(at + 1, len(lines)) if lines[n].lstrip().startswith("[")), len(lines)
+    )
+    line = f"{key} = {json.dumps(given)}"
+    found = [n for n in range(at + 1, end) if lines[n].split("=", 1)[0].strip() == key]
+    if found:
+        lines[found[0]] = line
+    else:
+        lines.insert(at + 1, line)
+    return _replace_user_file(path, "\n".join(lines) + "\n")
+
+
 def _replace_user_file(path: Path, content: str) -> Path:
     """Write `content` as the user's config file, atomically, once it validates. A symlinked
     file is written where it links to, with the mode it had."""

@@ -177,9 +177,10 @@ class Connection:
         )
 
     def run_shell(
-        self, line: str, *, timeout: float | None = None
+        self, line: str, *, timeout: float | None = None, input: bytes | None = None
     ) -> subprocess.CompletedProcess[bytes]:
-        """Run `line` with the host's shell (a probe of `host check`), output captured."""
+        """Run `line` with the host's shell (a probe of `host check`, an install), output
+        captured; `input` is its standard input (none by default)."""
         argv = [
             "ssh",
             *control_options(self.host, self.control_path),
@@ -190,14 +191,19 @@ class Connection:
             "--",
             line,
         ]
-        return self._captured(argv, timeout if timeout is not None else self.host.timeout)
+        return self._captured(
+            argv, timeout if timeout is not None else self.host.timeout, input=input
+        )
 
-    def _captured(self, argv: list[str], timeout: float) -> subprocess.CompletedProcess[bytes]:
+    def _captured(
+        self, argv: list[str], timeout: float, *, input: bytes | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
         self.open()
         try:
             done = subprocess.run(
                 argv,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL if input is None else None,
+                input=input,
                 capture_output=True,
                 timeout=timeout,
                 env=self._env(),

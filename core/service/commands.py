@@ -470,6 +470,12 @@ COMMANDS: tuple[Command, ...] = (
                 "option",
                 "PROFILE",
             ),
+            Arg(
+                "--install",
+                "check: first install this laneboard there when it is missing or of another "
+                "version (no package index needed; docs/hosts.md)",
+                "flag",
+            ),
         ),
     ),
     Command(

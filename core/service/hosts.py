@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import queue
 import shlex
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from laneboard import __version__
-from laneboard.core.adapters.config import load_settings, state_dir
+from laneboard.core.adapters.config import load_settings, set_user_value, state_dir
 from laneboard.core.adapters.git import run_git
 from laneboard.core.adapters.hosts import AnswerStore, find_host, load_hosts, save_host
 from laneboard.core.adapters.ssh import Connection
@@ -47,6 +48,8 @@ from laneboard.core.domain.views import Outcome
 from laneboard.core.service.parts import OnOutput, OnWait, ServicePart
 
 Sink = Callable[[bytes], None]
+INSTALL_TIMEOUT = 600.0
+"""Seconds `host check --install` may take there (sending ~15 MB and unpacking it)."""
 STORE_EVERY = 1.0
 """While a host streams, its answer is kept (for when it stops answering) at most this often."""
 
@@ -122,6 +125,47 @@ class HostCommands(ServicePart):
         tools = parse_check(done.stdout.decode(errors="replace"), wanted)
         tools = tuple(_same_version(tool) for tool in tools)
         return HostCheck(host, True, tools)
+
+    def install_on_host(self, name: str) -> str:
+        """Install this laneboard on the host, the same version with the same dependencies as
+        here (`core.adapters.bundle`), without a package index: a Python environment of its own
+        (`python3.X -m venv --without-pip`) under `${XDG_DATA_HOME:-~/.local/share}/laneboard/
+        VERSION`, made beside its place and renamed there, with `bin/laneboard` in it; the
+        host's `laneboard` setting here then names that program. Refused, with nothing changed
+        there, when the host lacks this Python version or runs another platform (compiled
+        parts would not load): then install it there with pip. Returns the program's path."""
+        from laneboard.core.adapters import bundle
+
+        host = self.host(name)
+        connection = self.connection(host)
+        python = f"python{sys.version_info.major}.{sys.version_info.minor}"
+        probe = connection.run_shell(
+            f"command -v {python} >/dev/null && {python} -c {shlex.quote(bundle.RUNTIME_PROBE)}"
+        )
+        there = probe.stdout.decode(errors="replace").strip()
+        here = bundle.runtime()
+        if probe.returncode != 0 or not there:
+            raise LaneboardError(
+                f"host {name} has no {python}, which this laneboard runs on: install {python} "
+                f"there, or laneboard {__version__} with pip"
+            )
+        if there != here:
+            raise LaneboardError(
+                f"host {name} runs {there}, this laneboard {here}: its compiled parts would not "
+                f"load there; install laneboard {__version__} there with pip"
+            )
+        done = connection.run_shell(
+            _installer(python, __version__), input=bundle.build(), timeout=INSTALL_TIMEOUT
+        )
+        said = done.stdout.decode(errors="replace").strip().splitlines()
+        if done.returncode != 0 or not said or said[0] != f"laneboard {__version__}":
+            why = done.stderr.decode(errors="replace").strip().splitlines()
+            raise LaneboardError(
+                f"host {name}: the install failed: {why[-1] if why else 'no reason given'}"
+            )
+        program = said[-1]
+        set_user_value(f"hosts.{name}", "laneboard", program)
+        return program
 
     def _agent_program(self, agent: str | None) -> str:
         agents = load_settings(None).agents
@@ -393,6 +437,29 @@ def _repo_of(tasks: list[dict[str, Any]], host: str, ref: str) -> str | None:
         if repos:
             return repos[0]
     return None
+
+
+def _installer(python: str, version: str) -> str:
+    """The shell line that installs the bundle on its standard input (see `install_on_host`);
+    it prints the installed laneboard's version, then its path."""
+    script = f"""set -e
+d="${{XDG_DATA_HOME:-$HOME/.local/share}}/laneboard/{version}"
+mkdir -p "$(dirname "$d")"
+rm -rf "$d.new"
+{python} -m venv --without-pip "$d.new"
+site=$("$d.new/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+tar -xzf - -C "$site"
+printf '#!%s\\n%s\\n' "$d/bin/python" \
+  'import sys; from laneboard.tui.cli import main; sys.exit(main())' > "$d.new/bin/laneboard"
+chmod 755 "$d.new/bin/laneboard"
+rm -rf "$d.old"
+if [ -e "$d" ]; then mv "$d" "$d.old"; fi
+mv "$d.new" "$d"
+rm -rf "$d.old"
+"$d/bin/laneboard" --version
+echo "$d/bin/laneboard"
+"""
+    return f"sh -c {shlex.quote(script)}"
 
 
 def _probe(laneboard: str, program: str) -> str:

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from laneboard import __version__
 from laneboard.core.domain.errors import UsageError
 from laneboard.core.domain.hosts import split_task
 from laneboard.tui.output import CONTROLS
@@ -27,6 +28,8 @@ panes, lanes and channel (run them on the host itself)."""
 def cmd_host(args: argparse.Namespace) -> int:
     from laneboard.tui import output
 
+    if args.install and args.action != "check":
+        raise UsageError("--install goes with host check")
     service = open_service()
     words = list(args.names)
     if args.action == "add":
@@ -55,8 +58,13 @@ def cmd_host(args: argparse.Namespace) -> int:
         return 0
     if args.action == "check":
         if len(words) != 1:
-            raise UsageError("host check NAME [--agent PROFILE]")
+            raise UsageError("host check NAME [--agent PROFILE] [--install]")
         found = service.check_host(words[0], args.agent)
+        wanted = next((t for t in found.tools if t.name == "laneboard"), None)
+        if args.install and found.reachable and wanted is not None and not wanted.ok:
+            program = service.install_on_host(words[0])
+            print(f"installed laneboard {__version__} on {words[0]}: {program}", file=sys.stderr)
+            found = service.check_host(words[0], args.agent)
         if args.json:
             output.emit_json({"schema": output.schema("hostcheck"), **_check_json(found)})
         elif not found.reachable:
