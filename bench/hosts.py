@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 # The checkout instead of bench/ (whose queue.py would hide the standard library's `queue`).
@@ -59,6 +60,143 @@ def median_time(args: list[str], cwd: Path, env: dict[str, str], runs: int = 7) 
         must(args, cwd, env)
         took.append(time.perf_counter() - began)
     return statistics.median(took)
+
+
+def cpu_of(pid: int, children: bool = True) -> float:
+    """Seconds of CPU process `pid` used (with its reaped children's), 0 when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    ticks = sum(int(f) for f in fields[11 : 15 if children else 13])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def followers(remote: Remote) -> list[int]:
+    """The host's `ls --follow` processes."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            env = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--follow" in argv and f"LANEBOARD_HOME={remote.lbhome}".encode() in env:
+            found.append(int(entry.name))
+    # (a child it is forking for git or tmux has its command line until it runs them)
+    return [p for p in found if _parent(p) not in found]
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return None
+
+
+def ssh_clients() -> list[int]:
+    """This process's ssh children (the streams' clients)."""
+    me = str(os.getpid())
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == me and (entry / "comm").read_text().strip() == "ssh":
+            found.append(int(entry.name))
+    return found
+
+
+def streaming(service: Any, remotes: list[Remote], base: Path, given: Any) -> None:
+    """The board's way since streaming: one `ls --json --follow` per host, changes only."""
+    import threading
+
+    latest: dict[str, Any] = {}
+    changed = threading.Condition()
+    stop = threading.Event()
+
+    def post(answer: Any) -> None:
+        with changed:
+            latest[answer.host.name] = answer
+            changed.notify_all()
+
+    def until(check: Any, limit: float = 120.0) -> float:
+        end = time.perf_counter() + limit
+        with changed:
+            while not check():
+                if not changed.wait(max(0.0, end - time.perf_counter())):
+                    raise SystemExit("the streams did not show it in time")
+        return time.perf_counter()
+
+    began = time.perf_counter()
+    hosts = service.hosts()
+    threads = [
+        threading.Thread(target=service.watch_host, args=(h, post, stop), daemon=True)
+        for h in hosts
+    ]
+    for thread in threads:
+        thread.start()
+
+    def full() -> bool:
+        return len(latest) == len(hosts) and all(
+            a.reachable
+            and len(a.tasks) == given.tasks
+            and all(t.document.get("git") for t in a.tasks)
+            for a in latest.values()
+        )
+
+    seen = until(full)
+    print(
+        f"streaming: first full view ({len(hosts)} hosts x {given.tasks} tasks, every git state): "
+        f"{(seen - began) * 1000:.0f} ms"
+    )
+    time.sleep(5.0)  # the hosts' first reads settle
+    pids = {r.lbhome: followers(r) for r in remotes}
+    clients = ssh_clients()
+    here0 = resource.getrusage(resource.RUSAGE_SELF)
+    there0 = {k: sum(cpu_of(p) for p in v) for k, v in pids.items()}
+    ssh0 = sum(cpu_of(p, children=False) for p in clients)
+    wall0 = time.perf_counter()
+    time.sleep(given.poll_seconds)
+    wall = time.perf_counter() - wall0
+    here1 = resource.getrusage(resource.RUSAGE_SELF)
+    there1 = {k: sum(cpu_of(p) for p in v) for k, v in pids.items()}
+    ssh1 = sum(cpu_of(p, children=False) for p in clients)
+    here = here1.ru_utime - here0.ru_utime + here1.ru_stime - here0.ru_stime + ssh1 - ssh0
+    per_host = [(there1[k] - there0[k]) / wall * 100 for k in pids]
+    print(
+        f"streaming, idle for {wall:.0f} s: here {here / wall * 100:.2f} % of a core (this "
+        f"process and its {len(clients)} ssh clients); on each host "
+        + ", ".join(f"{c:.2f} %" for c in per_host)
+        + f" (its follower, {given.tasks} running tasks: a tmux look per tick)"
+    )
+    delays = []
+    repo = base / "host0" / "repo"
+    for n in range(6):
+        name = f"t{3 + n % 3}"  # (t0 was paused and resumed above: it may wait for a slot)
+        verb, wanted = ("pause", "paused") if n < 3 else ("resume", "running")
+        done = remotes[0].laneboard("--repo", str(repo), verb, name)
+        if done.code != 0:
+            raise SystemExit(done.err)
+        made = time.perf_counter()
+
+        def shown(name: str = name, wanted: str = wanted, verb: str = verb) -> bool:
+            answer = latest.get("h0")
+            return answer is not None and any(
+                t.name == name and (t.state == wanted or (verb == "resume" and t.state == "queued"))
+                for t in answer.tasks
+            )
+
+        delays.append(until(shown) - made)
+    print(
+        f"streaming: a state change on a host, from its command's end to the answer that shows "
+        f"it: median {statistics.median(delays) * 1000:.0f} ms, worst {max(delays) * 1000:.0f} ms "
+        f"(of {len(delays)})"
+    )
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=10)
 
 
 def main() -> None:
@@ -216,11 +354,13 @@ def main() -> None:
         seen = time.perf_counter()
         state = next(t.state for t in answers[0].tasks if t.name == "t0")
         print(
-            f"a state change on a host ({state}) shows after one poll: "
+            f"polling: a state change on a host ({state}) shows after one poll: "
             f"{(seen - changed) * 1000:.0f} ms after it "
             f"(pause itself took {(changed - began) * 1000:.0f} ms); the board "
             f"polls every 2 s, so on average 1 s + that"
         )
+        remotes[0].laneboard("--repo", str(base / "host0" / "repo"), "resume", "t0")
+        streaming(service, remotes, base, given)
     finally:
         subprocess.run(
             ["tmux", "-L", env["LANEBOARD_TMUX_SOCKET"], "kill-server"],

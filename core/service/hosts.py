@@ -445,6 +445,7 @@ def _installer(python: str, version: str) -> str:
     script = f"""set -e
 d="${{XDG_DATA_HOME:-$HOME/.local/share}}/laneboard/{version}"
 mkdir -p "$(dirname "$d")"
+trap 'rm -rf "$d.new"' EXIT
 rm -rf "$d.new"
 {python} -m venv --without-pip "$d.new"
 site=$("$d.new/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
