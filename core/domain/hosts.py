@@ -81,6 +81,28 @@ def split_task(ref: str) -> tuple[str | None, str]:
     return host, rest
 
 
+TASK_ID = re.compile(r"[0-9a-f]{6,64}")
+BRANCH = re.compile(r"(?!-)(?!.*\.\.)(?!.*//)[A-Za-z0-9._/+=@-]{1,200}(?<![./])")
+
+
+def fetch_source(host: str, document: Mapping[str, Any]) -> tuple[str, str, str]:
+    """`(task id, branch, repository)` of a host's task as `show --json` said them, checked
+    before any is put into a git command here (what comes over the connection is the host's
+    to choose): an id of hex digits, a plain branch name (no `:`, no `..`, no leading `-`) and
+    an absolute path."""
+    task_id = str(document.get("id") or "")
+    branch = str(document.get("branch") or "").removeprefix("refs/heads/")
+    repo = str(document.get("repo") or "")
+    name = str(document.get("name") or "?")
+    if not TASK_ID.fullmatch(task_id):
+        raise LaneboardError(f"{host}:{name}: the host's answer has no valid task id")
+    if not BRANCH.fullmatch(branch):
+        raise LaneboardError(f"{host}:{name}: the host's answer names no usable branch")
+    if not repo.startswith("/") or any(c in repo for c in "\0\n"):
+        raise LaneboardError(f"{host}:{name}: the host's answer names no absolute repository")
+    return task_id, branch, repo
+
+
 def control_options(host: Host, control_path: str) -> list[str]:
     """The ssh options every connection to `host` shares: its config file, no questions asked
     (a password prompt would hang a board), the connect timeout and the shared master socket."""

@@ -39,6 +39,7 @@ from laneboard.core.domain.hosts import (
     Tool,
     Unreachable,
     check_host_name,
+    fetch_source,
     parse_check,
     refusal,
     restarted_since,
@@ -351,19 +352,17 @@ class HostCommands(ServicePart):
         words = ["--repo", root, "show", ref] if root else ["show", ref]
         there = self.ask_host(name, words)
         reviewed = there.get("reviewed_sha")
-        task_name, task_id = str(there.get("name")), str(there.get("id"))
+        task_name = str(there.get("name"))
+        task_id, branch, repo = fetch_source(name, there)
         if not reviewed:
             raise LaneboardError(
                 f"{name}:{task_name} has not been reviewed there: "
                 f"`laneboard review {name}:{task_name} --mark` pins the SHA to integrate"
             )
-        branch = str(there.get("branch") or "").removeprefix("refs/heads/")
         ctx = self._open(local, register=True)  # as `new` there would
         fetched_ref = f"refs/laneboard/fetched/{name}/{task_id}"
         host = self.host(name)
-        fetched = self.connection(host).fetch(
-            ctx.root, str(there.get("repo")), branch, fetched_ref, host.timeout
-        )
+        fetched = self.connection(host).fetch(ctx.root, repo, branch, fetched_ref, host.timeout)
         local_name = f"{name}-{task_name}"
         try:
             if fetched != reviewed:
@@ -386,7 +385,7 @@ class HostCommands(ServicePart):
                     ctx.repo.id,
                     "host.fetched",
                     self.actor,
-                    {"host": name, "task_id": task_id, "name": task_name, "repo": there.get("repo"),
+                    {"host": name, "task_id": task_id, "name": task_name, "repo": repo,
                      "branch": branch, "reviewed": reviewed},
                 )  # fmt: skip
                 self.mark_reviewed(ctx.root, local_name)

@@ -12,10 +12,12 @@ from laneboard.core.domain.hosts import (
     Host,
     RemoteTask,
     check_host_name,
+    fetch_source,
     master_argv,
     parse_check,
     refusal,
     remote_argv,
+    restarted_since,
     split_task,
 )
 
@@ -103,3 +105,53 @@ def test_what_a_host_says_on_the_board_has_no_control_characters() -> None:
     with pytest.raises(LaneboardError) as refused:
         run_on_host(Host(1), "build", ["log", "t"])
     assert "\x1b" not in str(refused.value) and "\x07" not in str(refused.value)
+
+
+GOOD = {"id": "0123456789ab", "name": "t", "branch": "refs/heads/lb/t/work", "repo": "/srv/app"}
+
+
+def test_a_fetch_takes_the_hosts_task_id_branch_and_repository_as_they_are() -> None:
+    assert fetch_source("build", GOOD) == ("0123456789ab", "lb/t/work", "/srv/app")
+
+
+@pytest.mark.parametrize(
+    ("field", "given"),
+    [
+        ("id", "../../heads/main"),
+        ("id", ""),
+        ("branch", "lb/t:refs/heads/main"),
+        ("branch", "-c core.sshCommand=evil"),
+        ("branch", "a/../../main"),
+        ("branch", "lb/t/"),
+        ("branch", "lb t"),
+        ("repo", "--upload-pack=evil"),
+        ("repo", "relative/path"),
+        ("repo", "/srv/app\nsecond"),
+    ],
+)
+def test_a_fetch_refuses_what_a_host_says_that_would_read_as_more_than_a_name(
+    field: str, given: str
+) -> None:
+    """What comes over the connection is the host's to choose: nothing of it reaches a git
+    command here unless it is a plain id, branch or absolute path."""
+    with pytest.raises(LaneboardError, match="the host's answer"):
+        fetch_source("build", {**GOOD, field: given})
+
+
+@pytest.mark.parametrize(
+    ("before", "now", "said"),
+    [
+        (None, {"boot": "b1", "tmux": 100.0}, None),  # never streamed: nothing to compare
+        ({"boot": "b1", "tmux": 100.0}, {"boot": "b1", "tmux": 100.0}, None),  # a reconnect
+        ({"boot": "b1", "tmux": 100.0}, {"boot": "b2", "tmux": 200.0}, "rebooted"),
+        ({"boot": "b1", "tmux": None}, {"boot": "b2", "tmux": None}, "rebooted"),
+        ({"boot": "b1", "tmux": 100.0}, {"boot": "b1", "tmux": 300.0}, "tmux server restarted"),
+        ({"boot": "b1", "tmux": 100.0}, {"boot": "b1", "tmux": None}, "tmux server ended"),
+        ({"boot": "b1", "tmux": None}, {"boot": "b1", "tmux": 300.0}, None),  # none ran before
+        ({"boot": None, "tmux": 100.0}, {"boot": None, "tmux": 300.0}, "tmux server restarted"),
+    ],
+)
+def test_a_host_back_says_whether_it_rebooted_or_its_tmux_server_changed(
+    before: dict[str, object] | None, now: dict[str, object], said: str | None
+) -> None:
+    assert restarted_since(before, now) == said
