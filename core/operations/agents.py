@@ -19,10 +19,9 @@ from __future__ import annotations
 import os
 import shutil
 import time
-import uuid
 from pathlib import Path
 
-from laneboard.core.adapters import agentfiles, faults, locks, vault, warden
+from laneboard.core.adapters import agentfiles, faults, locks
 from laneboard.core.adapters.config import Settings, state_dir
 from laneboard.core.adapters.ledger import Ledger
 from laneboard.core.adapters.repo import RepoContext
@@ -54,7 +53,6 @@ from laneboard.core.domain.runtime import (
     pane_state,
 )
 from laneboard.core.domain.values import asdict
-from laneboard.core.operations.steps import confinement
 from laneboard.core.operations.steps.agentstate import (
     CUSTOM,
     SCREEN_LINES,
@@ -147,6 +145,13 @@ def start(
     with `fork`, a new conversation that starts as a copy of it (the old one is left as it
     was, and the task pins the new one). Nothing starts in a worktree that fails
     verification."""
+    # Only a start needs these (the sandbox, the warden, ids): `ls` and the board never pay
+    # for importing them.
+    import uuid
+
+    from laneboard.core.adapters import vault, warden
+    from laneboard.core.operations.steps import confinement
+
     if task.state not in STARTABLE:
         raise AgentError(f"{task.name} is {task.state.value}; its agent cannot start")
     handoff = task.state in NOT_STARTED and not ever_started(ledger, task)
