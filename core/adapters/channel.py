@@ -42,7 +42,7 @@ from laneboard.core.domain.channel import (
     message,
     request,
 )
-from laneboard.core.domain.confine import CHANNEL_DIR, CHANNEL_ENV, CHANNEL_SOCKET
+from laneboard.core.domain.confine import CHANNEL_ENV, CHANNEL_SOCKET
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.lanes import LEASE_ENV, LEDGER_ENV, MARKERS
 
@@ -283,23 +283,6 @@ def bind(directory: Path) -> socket.socket:
 
 
 # --- the client, inside a sandbox -----------------------------------------------------------
-
-
-def inside() -> str | None:
-    """The channel's socket when this process runs inside a task's sandbox, else None: named by
-    `$LANEBOARD_CHANNEL`, or found where every sandbox has it (for a process its parent gave a
-    bare environment, such as an MCP server), provided it is the user's own."""
-    named = os.environ.get(CHANNEL_ENV)
-    candidates = [named] if named else []
-    candidates.append(os.path.join(CHANNEL_DIR, CHANNEL_SOCKET))
-    for path in candidates:
-        try:
-            info = os.stat(os.path.dirname(path))
-        except OSError:
-            continue
-        if info.st_uid == os.getuid() and not info.st_mode & 0o022 and os.path.exists(path):
-            return path
-    return None
 
 
 class Client:

@@ -14,7 +14,7 @@ from laneboard.core.adapters.config import Settings
 from laneboard.core.adapters.git import GitRepo, RepoPaths
 from laneboard.core.adapters.leases import Cancel, Held, LeaseStore, hold
 from laneboard.core.adapters.ledger import Ledger
-from laneboard.core.adapters.verify import verify_worktree
+from laneboard.core.adapters.verify import still_pinned, verify_worktree
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.lanes import Lease, LeaseKind
 from laneboard.core.domain.models import Relocation, Repo, Task
@@ -68,6 +68,14 @@ class RepoContext:
             admin_name=task.admin_name,
             identity=task.identity,
         )
+
+    def verify_unchanged(self, task: Task) -> Verdict:
+        """The verdict of a worktree the controller's watch proves unchanged since it was last
+        verified in full with success: `ok` when its directory and `.git` file are still the
+        pinned ones (`still_pinned`), else a full verification. For reads only."""
+        if still_pinned(Path(task.worktree_path), task.identity):
+            return Verdict(ok=True, admin_name=task.admin_name, identity=task.identity)
+        return self.verify(task)
 
     @contextmanager
     def lane(

@@ -16,7 +16,6 @@ dead meanwhile connects on its own (`ControlMaster=no` falls back to a direct co
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import shlex
@@ -55,6 +54,8 @@ Sink = Callable[[bytes], None]
 def control_dir(state_dir: Path) -> Path:
     """Where the control sockets live: `<state dir>/ssh`, or a private directory under the
     temporary dir named by a hash of it when that path is too long for a socket."""
+    import hashlib  # (only with hosts: 1.5 ms to import)
+
     wanted = state_dir / "ssh"
     if len(os.fsencode(wanted)) + 41 <= _SOCKET_MAX:
         return wanted
@@ -87,6 +88,8 @@ class Connection:
     def control_path(self) -> str:
         """The master's socket: one per host name and destination (a host whose destination
         changed gets a new master, never the old one's connection)."""
+        import hashlib
+
         key = f"{self.host.destination}\0{self.host.ssh_config or ''}"
         return str(self.dir / f"{self.host.name}-{hashlib.sha256(key.encode()).hexdigest()[:8]}")
 

@@ -219,6 +219,33 @@ def verify_worktree(
     return Verdict(ok=True, admin_name=admin.name, identity=observed)
 
 
+def still_pinned(path: Path, identity: Identity | None) -> bool:
+    """Whether the directory at `path` and its `.git` file are still the pinned ones (two
+    stats). Only for a worktree the controller's watch proves unchanged since it was verified
+    in full (`Service._views`): what a full verification reads inside the worktree and its admin
+    dir cannot have changed then, so this is what is left to check (the path itself, whose
+    parents the watch does not cover). Never a substitute for `verify_worktree` before an
+    action."""
+    if identity is None:
+        return False
+    try:
+        seen = os.stat(path)
+        gitfile = os.lstat(path / ".git")
+    except OSError:
+        return False
+    return (
+        (seen.st_dev, seen.st_ino, gitfile.st_dev, gitfile.st_ino)
+        == (
+            identity.dir_dev,
+            identity.dir_ino,
+            identity.gitfile_dev,
+            identity.gitfile_ino,
+        )
+        and stat.S_ISDIR(seen.st_mode)
+        and stat.S_ISREG(gitfile.st_mode)
+    )
+
+
 def common_dir_of(path: Path) -> Path | None:
     """The common git dir of the checkout containing `path` (the root or a linked worktree),
     found by reading `.git` files upward from `path`; None when there is none.

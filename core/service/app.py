@@ -557,9 +557,16 @@ class Service(
         `keeping` (the controller), what is computed is kept for readers."""
         from laneboard.core.operations.gitstate import git_states
 
-        verdicts = {task.id: ctx.verify(task) for task in tasks if task.live}
-        read = tasks if git_for is None else [task for task in tasks if task.id in git_for]
         proven = proven or {}
+        # A worktree whose state the controller proves fresh was verified in full when that
+        # state was computed, and nothing in it or its admin dir changed since: its path is
+        # checked (two stats). Any other is verified in full, as before every action.
+        verdicts = {
+            task.id: ctx.verify_unchanged(task) if task.id in proven else ctx.verify(task)
+            for task in tasks
+            if task.live
+        }
+        read = tasks if git_for is None else [task for task in tasks if task.id in git_for]
         states = {
             task.id: proven[task.id]
             for task in read

@@ -10,7 +10,7 @@ from typing import Any
 
 def channel() -> str | None:
     """The channel's socket when this process runs in a task's sandbox, else None."""
-    from laneboard.core.adapters.channel import inside
+    from laneboard.core.adapters.sandboxed import inside
 
     return inside()
 

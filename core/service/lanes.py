@@ -26,7 +26,7 @@ def run_in_lane(
     """Run `argv` in `lane` (a task's name or id; None: the root lane) of the repository that
     contains `start`; return the command's exit code (128+N when signal N ended it or the
     wait)."""
-    from laneboard.core.adapters.channel import inside
+    from laneboard.core.adapters.sandboxed import inside
 
     path = inside()
     if path is not None:  # in a task's sandbox: its lane is held outside, through its channel

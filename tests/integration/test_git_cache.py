@@ -267,3 +267,31 @@ def test_a_change_the_watch_missed_is_set_right_by_the_backstop(
     monkeypatch.setattr(feed, "_seen", deaf)
     (repo / ".worktrees" / "a" / "lost.txt").write_text("its event never arrives\n")
     wait(lambda: shown("a") == (0, 0, 1), "the backstop set the kept state right")
+
+
+def test_a_worktree_swapped_under_a_proven_state_is_shown_rejected_not_verified(
+    repo: Path, controller: Callable[[], Feed]
+) -> None:
+    """A read reuses the verdict of a worktree whose state the controller proves unchanged,
+    checking only that its path still leads to the pinned directory and `.git` file. Copies
+    put in the worktrees' place (the originals moved aside with their parent: nothing inside
+    them changed, so the watch proves their states still fresh) must be shown rejected, as a
+    full verification says."""
+    names = ["a", "b"]
+    make_tasks(repo, names)
+    controller()
+    wait(lambda: kept(names), "every state kept and proven")
+    views = {v.task.name: v for v in Service().tasks(None)}
+    assert views["a"].verdict is not None and views["a"].verdict.ok
+
+    # The worktrees' parent moved aside and a copy put in its place: the watched directories
+    # (the originals) saw nothing, so their states are still proven fresh.
+    area = repo / ".worktrees"
+    subprocess.run(["cp", "-a", str(area), str(repo / ".copy")], check=True)
+    os.rename(area, repo / ".aside")
+    os.rename(repo / ".copy", area)
+    assert kept(names), "the watch saw the parent move: this test no longer tests the reuse"
+    for view in Service().tasks(None):
+        verdict = view.verdict
+        assert verdict is not None and not verdict.ok, "a copy in the worktree's place verified"
+        assert view.git is not None and not view.git.present
