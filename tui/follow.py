@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from laneboard.core.domain.hosts import STREAM_HEARTBEAT
+from laneboard.core.domain.hosts import STREAM_HEARTBEAT, STREAM_SILENT
 from laneboard.tui import output
 
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
@@ -42,22 +45,40 @@ def boot_id() -> str | None:
 
 
 class Stream:
-    """Writes the stream's lines (from the feed's thread and the heartbeat's), one at a time."""
+    """Writes the stream's lines (from the feed's thread and the heartbeat's), one at a time,
+    straight to the file descriptor (nothing is left buffered at exit). A reader that takes
+    nothing for `STREAM_SILENT` seconds (a frozen machine, a connection that hangs) ends the
+    stream, as a reader that went away does: the follower never stays blocked, holding the
+    controller's claim."""
 
-    def __init__(self, out: TextIO) -> None:
-        self.out = out
+    def __init__(self, out: TextIO, on_end: Callable[[], None]) -> None:
+        self.fd = out.fileno()
+        os.set_blocking(self.fd, False)
+        self.on_end = on_end
         self.ended = threading.Event()
         self._lock = threading.Lock()
         self._said = threading.Event()
         self._shown: dict[str, str] | None = None
 
+    def end(self) -> None:
+        self.ended.set()
+        self.on_end()
+
     def line(self, document: dict[str, Any]) -> None:
+        data = memoryview((json.dumps(document, separators=(",", ":")) + "\n").encode())
         with self._lock:
-            try:
-                self.out.write(json.dumps(document, separators=(",", ":")) + "\n")
-                self.out.flush()
-            except (OSError, ValueError):  # the reader went away
-                self.ended.set()
+            deadline = time.monotonic() + STREAM_SILENT
+            while data and not self.ended.is_set():
+                try:
+                    data = data[os.write(self.fd, data) :]
+                except BlockingIOError:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        self.end()  # the reader takes nothing: as good as gone
+                        break
+                    select.select([], [self.fd], [], min(left, 1.0))
+                except OSError:  # the reader went away
+                    self.end()
             self._said.set()
 
     def tasks(self, views: list[Any], host: dict[str, Any]) -> None:
@@ -85,14 +106,13 @@ def follow(service: Any, out: TextIO = sys.stdout, into: TextIO = sys.stdin) -> 
     """Stream this machine's live tasks to `out` until `into` closes or `out` fails."""
     from laneboard.tui.board.feed import Feed, Update
 
-    stream = Stream(out)
+    feed: Feed | None = None
+    stream = Stream(out, lambda: feed.stop() if feed is not None else None)
     host = {"boot": boot_id(), "tmux": service.runtime_started()}
 
     def post(update: Update) -> None:
         if update.error is None:
             stream.tasks([v for board in update.snapshot.repos for v in board.tasks], host)
-        if stream.ended.is_set():
-            feed.stop()
 
     def until_closed() -> None:
         try:
@@ -100,12 +120,13 @@ def follow(service: Any, out: TextIO = sys.stdout, into: TextIO = sys.stdin) -> 
                 pass
         except (OSError, ValueError):
             pass
-        stream.ended.set()
-        feed.stop()
+        stream.end()
 
     feed = Feed(service, post)
     for body in (until_closed, stream.heartbeat):
         threading.Thread(target=body, daemon=True).start()
+    if stream.ended.is_set():  # (its input closed before the feed was made)
+        return 0
     try:
         feed.run()
     finally:

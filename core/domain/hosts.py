@@ -230,6 +230,49 @@ class HostTasks:
     the tmux server) it was: `restarted_since` says what."""
 
 
+class StreamBroken(LaneboardError):
+    """A host's stream said something that is not what `ls --json --follow` says: the stream is
+    ended, the host shown unreachable with this reason, and the stream opened again."""
+
+
+STREAM_LINE_MAX = 64 << 20
+"""Bytes one line of a host's stream may take (a whole list of 200 tasks is ~400 KiB)."""
+
+
+def stream_document(line: bytes) -> dict[str, Any] | None:
+    """One line of a host's stream as the document it is, None for a heartbeat; `StreamBroken`
+    for anything else (not JSON, too deeply nested, not an object)."""
+    import json
+
+    try:
+        document = json.loads(line)
+    except (ValueError, RecursionError):
+        raise StreamBroken("its laneboard answered something not JSON") from None
+    if not isinstance(document, dict):
+        raise StreamBroken("its laneboard answered something not a document")
+    return None if "alive" in document else document
+
+
+def apply_stream(tasks: dict[str, dict[str, Any]], document: Mapping[str, Any]) -> None:
+    """Apply a stream document to `tasks` (by id): the whole list (`schema`) replaces them, a
+    change updates the tasks it holds and drops those `gone`. Checked whole before anything
+    is applied: `StreamBroken` when its lists are not lists of task objects with string ids
+    and of string ids."""
+    given, gone = document.get("tasks", []), document.get("gone", [])
+    if not isinstance(given, list) or not isinstance(gone, list):
+        raise StreamBroken("its stream's tasks or gone are not lists")
+    if not all(isinstance(t, dict) and isinstance(t.get("id"), str) for t in given):
+        raise StreamBroken("its stream holds a task without an id")
+    if not all(isinstance(g, str) for g in gone):
+        raise StreamBroken("its stream's gone holds something not an id")
+    if "schema" in document:
+        tasks.clear()
+    for task in given:
+        tasks[task["id"]] = task
+    for task_id in gone:
+        tasks.pop(task_id, None)
+
+
 STREAM_HEARTBEAT = 5.0
 """Seconds after which a host's stream (`ls --json --follow`) says it is alive if it said
 nothing else; a stream silent for `STREAM_SILENT` is a host that does not answer."""

@@ -25,23 +25,28 @@ from laneboard import __version__
 from laneboard.core.adapters.config import load_settings, set_user_value, state_dir
 from laneboard.core.adapters.git import run_git
 from laneboard.core.adapters.hosts import AnswerStore, find_host, load_hosts, save_host
+from laneboard.core.adapters.locks import held
 from laneboard.core.adapters.ssh import Connection
 from laneboard.core.domain.agents import profiles
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.hosts import (
     SSH_FAILED,
+    STREAM_LINE_MAX,
     STREAM_SILENT,
     Host,
     HostCheck,
     HostTasks,
     RemoteTask,
+    StreamBroken,
     Tool,
     Unreachable,
+    apply_stream,
     check_host_name,
     fetch_source,
     parse_check,
     refusal,
     restarted_since,
+    stream_document,
 )
 from laneboard.core.domain.values import replace
 from laneboard.core.domain.views import Outcome
@@ -50,6 +55,10 @@ from laneboard.core.service.parts import OnOutput, OnWait, ServicePart
 Sink = Callable[[bytes], None]
 INSTALL_TIMEOUT = 600.0
 """Seconds `host check --install` may take there (sending ~15 MB and unpacking it)."""
+TOO_LONG = b""
+"""Put on a stream's queue for a line longer than `STREAM_LINE_MAX` (never a line itself)."""
+USAGE = 2
+"""The exit code of a command line laneboard does not understand (argparse's)."""
 STORE_EVERY = 1.0
 """While a host streams, its answer is kept (for when it stops answering) at most this often."""
 
@@ -154,9 +163,10 @@ class HostCommands(ServicePart):
                 f"host {name} runs {there}, this laneboard {here}: its compiled parts would not "
                 f"load there; install laneboard {__version__} there with pip"
             )
-        done = connection.run_shell(
-            _installer(python, __version__), input=bundle.build(), timeout=INSTALL_TIMEOUT
-        )
+        with held(f"install-{name}"):  # (one install per host from this machine)
+            done = connection.run_shell(
+                _installer(python, __version__), input=bundle.build(), timeout=INSTALL_TIMEOUT
+            )
         said = done.stdout.decode(errors="replace").strip().splitlines()
         if done.returncode != 0 or not said or said[0] != f"laneboard {__version__}":
             why = done.stderr.decode(errors="replace").strip().splitlines()
@@ -256,10 +266,14 @@ class HostCommands(ServicePart):
                 continue
             if stop.is_set():
                 return
-            kept, seen = store.load(host.name)
-            remote = tuple(RemoteTask(host.name, t, reachable=False) for t in kept)
-            post(HostTasks(host, False, remote, seen, why))
+            post(self.unreachable_answer(host, why))
             stop.wait(host.poll)
+
+    def unreachable_answer(self, host: Host, why: str) -> HostTasks:
+        """The host's last answer kept, every task of it `unreachable`, for reason `why`."""
+        kept, seen = AnswerStore(state_dir()).load(host.name)
+        remote = tuple(RemoteTask(host.name, t, reachable=False) for t in kept)
+        return HostTasks(host, False, remote, seen, why)
 
     def _follow(
         self,
@@ -281,8 +295,9 @@ class HostCommands(ServicePart):
         tasks: dict[str, dict[str, Any]] = {}
         heard = time.monotonic()
         saved = 0.0
+        answered = False
         restarted: str | None = None
-        why = "its stream ended"
+        why = "the connection was lost"
         try:
             while not stop.is_set():
                 try:
@@ -296,23 +311,23 @@ class HostCommands(ServicePart):
                     break
                 heard = time.monotonic()
                 try:
-                    document = json.loads(line)
-                except ValueError:
-                    why = "its laneboard answered something not JSON"
+                    if line is TOO_LONG:
+                        raise StreamBroken("its stream sent a line too long to be laneboard's")
+                    document = stream_document(line)
+                    if document is None:
+                        continue
+                    if "schema" in document:
+                        found = document.get("host")
+                        origin: dict[str, Any] = found if isinstance(found, dict) else {}
+                        restarted = restarted_since(store.origin(host.name), origin)
+                        store.save(host.name, list(store.load(host.name)[0]), origin=origin)
+                    elif not answered:
+                        raise StreamBroken("its stream did not start with the list of tasks")
+                    apply_stream(tasks, document)
+                except StreamBroken as broken:
+                    why = str(broken)
                     break
-                if not isinstance(document, dict) or "alive" in document:
-                    continue
-                if "schema" in document:
-                    found = document.get("host")
-                    origin: dict[str, Any] = found if isinstance(found, dict) else {}
-                    restarted = restarted_since(store.origin(host.name), origin)
-                    tasks = {}
-                    store.save(host.name, list(store.load(host.name)[0]), origin=origin)
-                for task in document.get("tasks") or []:
-                    if isinstance(task, dict):
-                        tasks[str(task.get("id"))] = task
-                for gone in document.get("gone") or []:
-                    tasks.pop(str(gone), None)
+                answered = True
                 now = time.time()
                 if now - saved > STORE_EVERY:
                     store.save(host.name, list(tasks.values()), at=now)
@@ -321,14 +336,15 @@ class HostCommands(ServicePart):
                 post(HostTasks(host, True, remote, now, restarted=restarted))
                 restarted = None
         finally:
-            if tasks:
+            if answered:  # what the host said last is what is kept, even when it is nothing
                 store.save(host.name, list(tasks.values()))
             connection.end(process)
+        error = b"".join(said).decode(errors="replace")
         if process.returncode == SSH_FAILED:
-            return str(connection.unreachable(b"".join(said).decode(errors="replace")))
-        if not tasks and process.returncode not in (0, None, -15, -9) and not stop.is_set():
-            return None  # refused there (a laneboard without `--follow`): polled instead
-        return f"host {host.name} ({host.destination}) unreachable: {why}"
+            return str(connection.unreachable(error)) if error.strip() else _gone(host, why)
+        if not answered and process.returncode == USAGE and "--follow" in error:
+            return None  # a laneboard that cannot stream: polled instead
+        return _gone(host, why)
 
     def finalize_from_host(
         self,
@@ -378,9 +394,9 @@ class HostCommands(ServicePart):
                     "finalize or discard it first"
                 )
             if earlier is None:
-                made = self.new(
-                    ctx.root, local_name, base=reviewed, target=into or there.get("target")
-                )
+                # Into the target this repository's own tasks get (or `--into`): which local
+                # branch moves is this machine's to say, never the host's answer.
+                made = self.new(ctx.root, local_name, base=reviewed, target=into)
                 self._ledger().append_event(
                     made.task.id,
                     ctx.repo.id,
@@ -415,9 +431,18 @@ class HostCommands(ServicePart):
 
 
 def _lines(pipe: Any, into: queue.Queue[bytes | None]) -> None:
-    for line in pipe:
+    """Hand each line of a stream on, then None at its end; a line longer than any laneboard
+    sends ends it (`TOO_LONG`: nothing more of it is read)."""
+    while line := pipe.readline(STREAM_LINE_MAX):
+        if len(line) >= STREAM_LINE_MAX and not line.endswith(b"\n"):
+            into.put(TOO_LONG)
+            break
         into.put(line)
     into.put(None)
+
+
+def _gone(host: Host, why: str) -> str:
+    return f"host {host.name} ({host.destination}) unreachable: {why}"
 
 
 def _repo_of(tasks: list[dict[str, Any]], host: str, ref: str) -> str | None:
@@ -441,22 +466,33 @@ def _repo_of(tasks: list[dict[str, Any]], host: str, ref: str) -> str | None:
 
 def _installer(python: str, version: str) -> str:
     """The shell line that installs the bundle on its standard input (see `install_on_host`);
-    it prints the installed laneboard's version, then its path."""
+    it prints the installed laneboard's version, then its path. Each install builds in a
+    directory of its own; the swap into place is one at a time (`mkdir` of a lock is atomic
+    there), and a failed install leaves the one in place as it was."""
     script = f"""set -e
 d="${{XDG_DATA_HOME:-$HOME/.local/share}}/laneboard/{version}"
 mkdir -p "$(dirname "$d")"
-trap 'rm -rf "$d.new"' EXIT
-rm -rf "$d.new"
-{python} -m venv --without-pip "$d.new"
-site=$("$d.new/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+new="$d.new.$$"
+trap 'rm -rf "$new"' EXIT
+{python} -m venv --without-pip "$new"
+site=$("$new/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 tar -xzf - -C "$site"
 printf '#!%s\\n%s\\n' "$d/bin/python" \
-  'import sys; from laneboard.tui.cli import main; sys.exit(main())' > "$d.new/bin/laneboard"
-chmod 755 "$d.new/bin/laneboard"
-rm -rf "$d.old"
-if [ -e "$d" ]; then mv "$d" "$d.old"; fi
-mv "$d.new" "$d"
-rm -rf "$d.old"
+  'import sys; from laneboard.tui.cli import main; sys.exit(main())' > "$new/bin/laneboard"
+chmod 755 "$new/bin/laneboard"
+waited=0
+until mkdir "$d.lock" 2>/dev/null; do
+  waited=$((waited + 1))
+  if [ "$waited" -gt 600 ]; then
+    echo "another install holds $d.lock (remove it if none runs)" >&2
+    exit 1
+  fi
+  sleep 0.1
+done
+trap 'rm -rf "$new"; rmdir "$d.lock"' EXIT
+if [ -e "$d" ]; then mv "$d" "$d.old.$$"; fi
+mv "$new" "$d"
+rm -rf "$d.old.$$"
 "$d/bin/laneboard" --version
 echo "$d/bin/laneboard"
 """

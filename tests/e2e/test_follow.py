@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from laneboard.core.domain.hosts import STREAM_HEARTBEAT
+from laneboard.core.domain.hosts import STREAM_HEARTBEAT, STREAM_SILENT
 from tests.conftest import REPO_ROOT, make_repo, run_cli
 from tests.procs import DEADLINE, LANEBOARD
 
@@ -105,3 +105,32 @@ def test_follow_is_refused_without_json_and_changes_nothing(tmp_path: Path) -> N
         result = run_cli(*words, cwd=repo)
         assert result.code == 2 and result.err.count("\n") == 1, result
         assert "--follow goes with --json" in result.err
+
+
+def test_a_reader_that_takes_nothing_ends_the_follower_and_frees_the_controller(
+    tmp_path: Path,
+) -> None:
+    """A frozen reader (its machine suspended, the connection hung: the pipe fills and stays
+    full) must not keep the follower blocked forever as this machine's controller: after
+    `STREAM_SILENT` seconds without a byte taken it ends, and another controller can start."""
+    repo = make_repo(tmp_path / "repo")
+    for n in range(40):  # ~2 KiB a task: the first list alone is more than a pipe holds
+        assert run_cli("new", f"t{n}", "--no-start", cwd=repo).code == 0
+    follower = subprocess.Popen(
+        [*LANEBOARD, "ls", "--json", "--follow"],
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,  # never read
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        began = time.monotonic()
+        code = follower.wait(timeout=STREAM_SILENT + DEADLINE)
+        assert code == 0
+        assert time.monotonic() - began >= STREAM_SILENT - 1  # it did wait for the reader
+        supervised = run_cli("supervise", "--once", cwd=repo)
+        assert supervised.code == 0, supervised.err  # the claim was given up
+    finally:
+        follower.kill()
+        follower.wait()

@@ -97,3 +97,37 @@ def test_an_install_on_a_host_of_another_platform_is_refused_and_changes_nothing
         assert "would not load there" in refused.err
         assert run_cli("host", "ls", "--json", cwd=tmp_path).out == before
         assert not (host.home / ".local" / "share" / "laneboard").exists()
+
+
+def test_installs_at_once_all_land_and_leave_one_whole_install(tmp_path: Path) -> None:
+    """Three `host check --install` at once (three terminals): each installs in a directory of
+    its own and the swaps into place take turns, so every one lands and one whole install is
+    left, with nothing half-made beside it."""
+    import subprocess
+
+    from tests.conftest import REPO_ROOT
+
+    with bare_host(tmp_path) as host:
+        runs = [
+            subprocess.Popen(
+                [sys.executable, "-P", "-m", "laneboard", "host", "check", "build", "--install"],
+                cwd=tmp_path,
+                env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(3)
+        ]
+        said = [run.communicate(timeout=300) for run in runs]
+        for out, err in said:
+            assert f"ok laneboard       laneboard {__version__}" in out, (out, err)
+        assert sum("installed laneboard" in err for _, err in said) >= 1
+        place = host.home / ".local" / "share" / "laneboard"
+        assert sorted(p.name for p in place.iterdir()) == [__version__]
+        program = place / __version__ / "bin" / "laneboard"
+        env = {k: v for k, v in host.env.items() if k != "PYTHONPATH"}
+        ran = subprocess.run(
+            [str(program), "--version"], env=env, capture_output=True, text=True, check=False
+        )
+        assert (ran.returncode, ran.stdout.strip()) == (0, f"laneboard {__version__}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import threading
 import time
@@ -28,9 +29,10 @@ pytestmark = pytest.mark.tmux
 class Watched:
     """The answers `watch_host` posted for host `build`, from a thread of the test."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "build") -> None:
         from laneboard.tui.root import open_service
 
+        self.host = host
         self.service = open_service()
         self.answers: list[HostTasks] = []
         self.stop = threading.Event()
@@ -40,7 +42,7 @@ class Watched:
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        self.service.watch_host(self.service.host("build"), self._post, self.stop)
+        self.service.watch_host(self.service.host(self.host), self._post, self.stop)
 
     def _post(self, answer: HostTasks) -> None:
         with self.changed:
@@ -64,8 +66,8 @@ class Watched:
 
 
 @contextmanager
-def watching() -> Iterator[Watched]:
-    watched = Watched()
+def watching(host: str = "build") -> Iterator[Watched]:
+    watched = Watched(host)
     watched.thread.start()
     try:
         yield watched
@@ -171,3 +173,60 @@ def test_a_host_whose_tmux_server_is_gone_says_so_once_and_its_task_is_runtime_l
         resumed = run_cli("resume", "build:t", cwd=tmp_path)
         assert resumed.code == 0, resumed.err
         watched.until(lambda a: agent(a, "t") not in (None, "lost"), "its agent again")
+
+
+def test_tasks_that_left_the_host_are_not_kept_as_its_last_answer(
+    tmp_path: Path, remote: Remote
+) -> None:
+    """The last thing a host said is what shows while it is away, even when it was "no
+    tasks" said within a second of the one before."""
+    there = make_repo(tmp_path / "host" / "repo")
+    made = run_cli("new", "t", "--host", "build", "--repo", str(there), "--no-start", cwd=tmp_path)
+    assert made.code == 0, made.err
+    with watching() as watched:
+        watched.until(lambda a: a.reachable and states(a) == {"t": "provisioned"}, "the task")
+        for words in (["new", "u", "--no-start"], ["discard", "u"], ["discard", "t"]):
+            done = remote.laneboard("--repo", str(there), *words)
+            assert done.code == 0, done.err
+        watched.until(lambda a: a.reachable and states(a) == {}, "no tasks there")
+        remote.sshd.stop()
+        away = watched.until(lambda a: not a.reachable, "unreachable")
+        assert states(away) == {}, "tasks that left came back as unreachable"
+        assert away.error and "unreachable" in away.error
+
+
+def test_a_stream_that_says_something_not_laneboards_is_unreachable_then_opened_again(
+    tmp_path: Path, remote: Remote
+) -> None:
+    """A host whose stream breaks its form (here: `tasks` not a list, after a good first
+    list) is shown unreachable with the reason, its rows as last seen, and the stream is
+    opened again; the board's thread goes on."""
+    there = make_repo(tmp_path / "host" / "repo")
+    made = run_cli("new", "t", "--host", "build", "--repo", str(there), "--no-start", cwd=tmp_path)
+    assert made.code == 0, made.err
+    odd = tmp_path / "odd-laneboard"
+    once = tmp_path / "odd-once"
+    first = {
+        "schema": "tasks/1",
+        "tasks": [{"id": "abcdef012345", "name": "ghost", "state": "running"}],
+        "host": {},
+    }
+    odd.write_text(
+        f"#!/bin/sh\nif [ ! -e {once} ]; then\n  touch {once}\n"
+        f"  echo {shlex.quote(json.dumps(first))}\n"
+        f"  echo {shlex.quote(json.dumps({'tasks': 5}))}\n"
+        "  exec cat >/dev/null\nfi\n"
+        f'exec {remote.wrapper} "$@"\n'
+    )
+    odd.chmod(0o755)
+    added = run_cli(
+        "host", "add", "odd", "remote", "--ssh-config", str(remote.sshd.config),
+        "--laneboard", str(odd), cwd=tmp_path,
+    )  # fmt: skip
+    assert added.code == 0, added.err
+    with watching("odd") as watched:
+        watched.until(lambda a: a.reachable and states(a) == {"ghost": "running"}, "the first list")
+        broken = watched.until(lambda a: not a.reachable, "unreachable")
+        assert broken.error and "its stream's tasks or gone are not lists" in broken.error
+        assert states(broken) == {"ghost": "unreachable"}
+        watched.until(lambda a: a.reachable and states(a) == {"t": "provisioned"}, "opened again")

@@ -127,10 +127,10 @@ async def test_the_new_task_form_makes_a_task_on_a_host(
         assert "build:" in str(error.first().render())
         assert app.screen.query_one("#repo-path", Input).value.startswith("build:")
 
-        app.screen.query_one("#repo-path", Input).value = f"build:{there}"
-        create = app.screen.query_one("#create")
-        await until(pilot, lambda: not create.has_class("-active"), "the button pressable again")
-        await pilot.click("#create")
+        field = app.screen.query_one("#repo-path", Input)  # the form reopened, focused here
+        field.value = f"build:{there}"
+        await until(pilot, lambda: app.focused is field, "the field focused")
+        await pilot.press("enter")
         found = await until(pilot, lambda: row(app, "build:far"), "the task, made on the host")
         assert found.host == "build"
         listed = json.loads(remote.laneboard("--repo", str(there), "ls", "--json").out)

@@ -11,6 +11,8 @@ from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.hosts import (
     Host,
     RemoteTask,
+    StreamBroken,
+    apply_stream,
     check_host_name,
     fetch_source,
     master_argv,
@@ -19,6 +21,7 @@ from laneboard.core.domain.hosts import (
     remote_argv,
     restarted_since,
     split_task,
+    stream_document,
 )
 
 HOST = Host("build", "me@build.example", "/cfg/ssh_config", "~/bin/laneboard", 7, 30)
@@ -155,3 +158,39 @@ def test_a_host_back_says_whether_it_rebooted_or_its_tmux_server_changed(
     before: dict[str, object] | None, now: dict[str, object], said: str | None
 ) -> None:
     assert restarted_since(before, now) == said
+
+
+def test_a_stream_applies_the_whole_list_then_changes_and_departures() -> None:
+    tasks: dict[str, dict[str, object]] = {"old": {"id": "old"}}
+    apply_stream(tasks, {"schema": "tasks/1", "tasks": [{"id": "a"}, {"id": "b", "n": 1}]})
+    assert list(tasks) == ["a", "b"]
+    apply_stream(tasks, {"tasks": [{"id": "b", "n": 2}], "gone": ["a", "never-there"]})
+    assert tasks == {"b": {"id": "b", "n": 2}}
+    assert stream_document(b'{"alive": true}\n') is None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"not json\n",
+        b"[1, 2]\n",
+        b"[" * 100_000 + b"]" * 100_000 + b"\n",
+        b'{"tasks": 5}\n',
+        b'{"gone": 7}\n',
+        b'{"tasks": [{"name": "no id"}]}\n',
+        b'{"tasks": [{"id": 3}]}\n',
+        b'{"tasks": ["a"]}\n',
+        b'{"gone": [{"id": "a"}]}\n',
+    ],
+)
+def test_a_stream_line_that_is_not_laneboards_breaks_the_stream_and_changes_nothing(
+    line: bytes,
+) -> None:
+    """What a host sends is its to choose: anything but a task list or a change is refused
+    whole (the stream is ended and the host shown unreachable), never half applied."""
+    tasks: dict[str, dict[str, object]] = {"a": {"id": "a"}}
+    with pytest.raises(StreamBroken):
+        document = stream_document(line)
+        assert document is not None
+        apply_stream(tasks, document)
+    assert tasks == {"a": {"id": "a"}}

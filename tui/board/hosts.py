@@ -11,6 +11,7 @@ the host's laneboard, never a local operation.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import threading
 from collections.abc import Callable
@@ -82,10 +83,17 @@ class HostsPoller:
             thread.join()
 
     def _watch(self, host: Any) -> None:
+        """Watch one host until stopped, whatever goes wrong: a failure here shows the host's
+        tasks as last seen, `unreachable` with its reason, and the watch starts again."""
         while not self._stop.is_set():
             try:
                 self.service.watch_host(host, self._answer, self._stop)
-            except (LaneboardError, OSError):  # the control directory: try again next time
+            except Exception as err:  # noqa: BLE001 (a host's thread outlives any failure)
+                why = (
+                    str(err) if isinstance(err, LaneboardError) else f"{type(err).__name__}: {err}"
+                )
+                with contextlib.suppress(Exception):
+                    self._answer(self.service.unreachable_answer(host, why))
                 self._stop.wait(HOSTS_EVERY)
 
     def _answer(self, answer: HostTasks) -> None:
