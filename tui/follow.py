@@ -47,12 +47,15 @@ def boot_id() -> str | None:
 class Stream:
     """Writes the stream's lines (from the feed's thread and the heartbeat's), one at a time,
     straight to the file descriptor (nothing is left buffered at exit). A reader that takes
-    nothing for `STREAM_SILENT` seconds (a frozen machine, a connection that hangs) ends the
-    stream, as a reader that went away does: the follower never stays blocked, holding the
+    nothing for `within` seconds (a frozen machine, a connection that hangs) ends the stream,
+    as a reader that went away does: the follower never stays blocked, holding the
     controller's claim."""
 
-    def __init__(self, out: TextIO, on_end: Callable[[], None]) -> None:
+    def __init__(
+        self, out: TextIO, on_end: Callable[[], None], *, within: float = STREAM_SILENT
+    ) -> None:
         self.fd = out.fileno()
+        self.within = within
         os.set_blocking(self.fd, False)
         self.on_end = on_end
         self.ended = threading.Event()
@@ -67,7 +70,7 @@ class Stream:
     def line(self, document: dict[str, Any]) -> None:
         data = memoryview((json.dumps(document, separators=(",", ":")) + "\n").encode())
         with self._lock:
-            deadline = time.monotonic() + STREAM_SILENT
+            deadline = time.monotonic() + self.within
             while data and not self.ended.is_set():
                 try:
                     data = data[os.write(self.fd, data) :]
@@ -102,12 +105,19 @@ class Stream:
                 self.line({"alive": True})
 
 
-def follow(service: Any, out: TextIO = sys.stdout, into: TextIO = sys.stdin) -> int:
-    """Stream this machine's live tasks to `out` until `into` closes or `out` fails."""
+def follow(
+    service: Any,
+    out: TextIO = sys.stdout,
+    into: TextIO = sys.stdin,
+    *,
+    within: float = STREAM_SILENT,
+) -> int:
+    """Stream this machine's live tasks to `out` until `into` closes, or `out` fails or takes
+    nothing for `within` seconds."""
     from laneboard.tui.board.feed import Feed, Update
 
     feed: Feed | None = None
-    stream = Stream(out, lambda: feed.stop() if feed is not None else None)
+    stream = Stream(out, lambda: feed.stop() if feed is not None else None, within=within)
     host = {"boot": boot_id(), "tmux": service.runtime_started()}
 
     def post(update: Update) -> None:

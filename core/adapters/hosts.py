@@ -23,7 +23,7 @@ from laneboard.core.adapters.config import (
     save_user_table,
 )
 from laneboard.core.domain.errors import ConfigError, LaneboardError
-from laneboard.core.domain.hosts import Host, UnknownHost, check_host_name
+from laneboard.core.domain.hosts import STREAM_HEARTBEAT, Host, UnknownHost, check_host_name
 
 _FIELDS: dict[str, type | tuple[type, ...]] = {
     "ssh": str,
@@ -32,6 +32,7 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "connect_timeout": (int, float),
     "timeout": (int, float),
     "poll": (int, float),
+    "silent": (int, float),
 }
 
 
@@ -52,6 +53,10 @@ def _host(name: str, table: dict[str, Any]) -> Host:
     for key in ("connect_timeout", "timeout", "poll"):
         if key in table and not table[key] > 0:
             raise ConfigError(f"{where}.{key}: must be more than 0 seconds")
+    if "silent" in table and not table["silent"] >= 2 * STREAM_HEARTBEAT:
+        raise ConfigError(
+            f"{where}.silent: must be at least {2 * STREAM_HEARTBEAT:g} seconds (two heartbeats)"
+        )
     return Host(
         name=name,
         destination=table["ssh"],
@@ -60,6 +65,7 @@ def _host(name: str, table: dict[str, Any]) -> Host:
         connect_timeout=float(table.get("connect_timeout", Host.connect_timeout)),
         timeout=float(table.get("timeout", Host.timeout)),
         poll=float(table.get("poll", Host.poll)),
+        silent=float(table.get("silent", Host.silent)),
     )
 
 

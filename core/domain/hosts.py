@@ -59,7 +59,11 @@ class Host:
     timeout: float = 60.0
     """Seconds a read (`ls --json`) may take there before the host is called unreachable."""
     poll: float = 2.0
-    """Seconds between the board's looks at the host's tasks (each one `ls --json` there)."""
+    """Seconds before a lost stream is opened again (and between two looks at a host whose
+    laneboard cannot stream)."""
+    silent: float = 20.0
+    """Seconds a stream may say nothing, not even its heartbeat, before the host is
+    unreachable (at least two heartbeats)."""
 
 
 def check_host_name(name: str) -> None:
@@ -275,8 +279,10 @@ def apply_stream(tasks: dict[str, dict[str, Any]], document: Mapping[str, Any]) 
 
 STREAM_HEARTBEAT = 5.0
 """Seconds after which a host's stream (`ls --json --follow`) says it is alive if it said
-nothing else; a stream silent for `STREAM_SILENT` is a host that does not answer."""
+nothing else; a stream silent for its host's `silent` seconds is a host that does not answer."""
 STREAM_SILENT = 4 * STREAM_HEARTBEAT
+"""The default of `Host.silent`, and how long a follower waits for a reader that takes
+nothing before it ends."""
 
 
 def restarted_since(before: Mapping[str, Any] | None, now: Mapping[str, Any]) -> str | None:

@@ -32,7 +32,6 @@ from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.hosts import (
     SSH_FAILED,
     STREAM_LINE_MAX,
-    STREAM_SILENT,
     Host,
     HostCheck,
     HostTasks,
@@ -245,7 +244,7 @@ class HostCommands(ServicePart):
         One long-lived `ls --json --follow` of the host's laneboard runs over its connection:
         the host's own feed, woken by hook events, file changes and its tmux (one `list-panes`
         a tick while a pane lives), sends only what changed. A stream that ends, or says nothing
-        (not even its heartbeat) for `STREAM_SILENT` seconds, makes the host unreachable: its
+        (not even its heartbeat) for the host's `silent` seconds, makes the host unreachable: its
         last answer is posted as such, and the stream is opened again after the host's `poll`
         seconds. A host whose laneboard cannot stream (it refuses the command) is polled with
         `tasks_of` instead. The first answer after a reconnect says whether the host rebooted
@@ -303,8 +302,8 @@ class HostCommands(ServicePart):
                 try:
                     line = lines.get(timeout=0.5)
                 except queue.Empty:
-                    if time.monotonic() - heard > STREAM_SILENT:
-                        why = f"no answer in {STREAM_SILENT:g}s"
+                    if time.monotonic() - heard > host.silent:
+                        why = f"no answer in {host.silent:g}s"
                         break
                     continue
                 if line is None:

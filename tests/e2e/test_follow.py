@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from laneboard.core.domain.hosts import STREAM_HEARTBEAT, STREAM_SILENT
+from laneboard.core.domain.hosts import STREAM_HEARTBEAT
 from tests.conftest import REPO_ROOT, make_repo, run_cli
 from tests.procs import DEADLINE, LANEBOARD
 
@@ -112,25 +112,33 @@ def test_a_reader_that_takes_nothing_ends_the_follower_and_frees_the_controller(
 ) -> None:
     """A frozen reader (its machine suspended, the connection hung: the pipe fills and stays
     full) must not keep the follower blocked forever as this machine's controller: after
-    `STREAM_SILENT` seconds without a byte taken it ends, and another controller can start."""
+    `within` seconds (`STREAM_SILENT` on the command line) without a byte taken it ends, and
+    another controller can start. The follower runs here, its pipe made one page small."""
+    import fcntl
+
+    from laneboard.tui.follow import follow
+    from laneboard.tui.root import open_service
+
     repo = make_repo(tmp_path / "repo")
-    for n in range(40):  # ~2 KiB a task: the first list alone is more than a pipe holds
+    for n in range(4):  # ~2 KiB a task: the first list is more than the pipe holds
         assert run_cli("new", f"t{n}", "--no-start", cwd=repo).code == 0
-    follower = subprocess.Popen(
-        [*LANEBOARD, "ls", "--json", "--follow"],
-        cwd=repo,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,  # never read
-        stderr=subprocess.DEVNULL,
-    )
-    try:
+    out_r, out_w = os.pipe()
+    in_r, in_w = os.pipe()
+    fcntl.fcntl(out_w, 1031, 4096)  # F_SETPIPE_SZ: one page
+    ended = threading.Event()
+    with os.fdopen(out_w, "w") as out, os.fdopen(in_r) as into:
+
+        def run() -> None:
+            follow(open_service(), out, into, within=1.0)
+            ended.set()
+
         began = time.monotonic()
-        code = follower.wait(timeout=STREAM_SILENT + DEADLINE)
-        assert code == 0
-        assert time.monotonic() - began >= STREAM_SILENT - 1  # it did wait for the reader
-        supervised = run_cli("supervise", "--once", cwd=repo)
-        assert supervised.code == 0, supervised.err  # the claim was given up
-    finally:
-        follower.kill()
-        follower.wait()
+        threading.Thread(target=run, daemon=True).start()
+        try:
+            assert ended.wait(DEADLINE), "the follower stayed blocked on its full pipe"
+            assert time.monotonic() - began >= 1.0  # it did wait for the reader
+            supervised = run_cli("supervise", "--once", cwd=repo)
+            assert supervised.code == 0, supervised.err  # the claim was given up
+        finally:
+            os.close(in_w)
+            os.close(out_r)

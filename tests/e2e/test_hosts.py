@@ -223,6 +223,10 @@ def test_a_bad_host_table_is_refused_naming_the_file_and_field(tmp_path: Path) -
     )
     (home / "config.toml").write_text('[hosts.b]\nssh = "me@b"\nport = 22\n')
     assert "field hosts.b.port: unknown" in lb("host", "ls", cwd=tmp_path).err
+    (home / "config.toml").write_text('[hosts.b]\nssh = "me@b"\nsilent = 3\n')
+    assert "field hosts.b.silent: must be at least 10 seconds (two heartbeats)" in (
+        lb("host", "ls", cwd=tmp_path).err
+    )
     assert lb("host", "add", "local", "x", cwd=tmp_path).err == (
         "laneboard: host name 'local' is reserved: it is this machine\n"
     )

@@ -17,12 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from laneboard.core.domain.hosts import STREAM_SILENT, HostTasks
+from laneboard.core.domain.hosts import STREAM_HEARTBEAT, HostTasks
 from tests.conftest import FAKE, make_repo, run_cli
 from tests.procs import DEADLINE
 from tests.sshd import Remote, remote
 
 __all__ = ["remote"]  # the fixture
+SILENT = int(2 * STREAM_HEARTBEAT)
+"""The host's `silent` here: the least it may be (two heartbeats)."""
 pytestmark = pytest.mark.tmux
 
 
@@ -117,6 +119,9 @@ def _parent(pid: int) -> int | None:
 def test_a_change_on_the_host_streams_and_a_silent_stream_is_unreachable(
     tmp_path: Path, remote: Remote
 ) -> None:
+    from laneboard.core.adapters.config import set_user_value
+
+    set_user_value("hosts.build", "silent", SILENT)
     there = make_repo(tmp_path / "host" / "repo")
     made = run_cli("new", "t", "--host", "build", "--repo", str(there), "--no-start", cwd=tmp_path)
     assert made.code == 0, made.err
@@ -132,11 +137,9 @@ def test_a_change_on_the_host_streams_and_a_silent_stream_is_unreachable(
         os.kill(pids[0], signal.SIGSTOP)  # the host hangs: the connection itself stays up
         try:
             quiet = time.monotonic()
-            gone = watched.until(
-                lambda a: not a.reachable, "unreachable", within=STREAM_SILENT + DEADLINE
-            )
-            assert time.monotonic() - quiet >= STREAM_SILENT - 1
-            assert gone.error and f"no answer in {STREAM_SILENT:g}s" in gone.error
+            gone = watched.until(lambda a: not a.reachable, "unreachable", within=SILENT + DEADLINE)
+            assert time.monotonic() - quiet >= SILENT - 1
+            assert gone.error and f"no answer in {SILENT}s" in gone.error
             assert states(gone) == {"t": "unreachable", "u": "unreachable"}
         finally:
             os.kill(pids[0], signal.SIGCONT)
