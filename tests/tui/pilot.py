@@ -34,6 +34,25 @@ async def until(pilot: Pilot[Any], check: Callable[[], Any], what: str) -> Any:
         await pilot.pause(0.05)
 
 
+async def press_button(pilot: Pilot[Any], selector: str) -> None:
+    """Press the button `selector` of the screen in front as an operator at the keys does:
+    focused, then Enter, once it is shown and no longer shows its last press. (A click can
+    miss a loaded machine's screen that is still being laid out; a key goes to the focus.)"""
+    from textual.widgets import Button
+
+    def ready() -> Button | None:
+        found = pilot.app.screen.query(selector)
+        button = found.first(Button) if found else None
+        if button is None or not button.display or button.has_class("-active"):
+            return None
+        return button
+
+    button = await until(pilot, ready, f"the button {selector}")
+    button.focus()
+    await until(pilot, lambda: pilot.app.focused is button, f"the button {selector} focused")
+    await pilot.press("enter")
+
+
 def row(app: BoardApp, name: str) -> Row | None:
     return next((r for r in app.all_rows if r.name == name), None) if app.update_ else None
 

@@ -16,7 +16,7 @@ from textual.widgets import Input, Select, Static
 
 from laneboard.tui.board.screens import DiscardScreen, FinalizeScreen, NewTaskScreen, Tick
 from tests.conftest import git, is_ancestor
-from tests.tui.pilot import agent_of, idle_and_selected, laneboard, row, select, until
+from tests.tui.pilot import agent_of, idle_and_selected, laneboard, press_button, row, select, until
 
 pytestmark = pytest.mark.tmux
 
@@ -86,7 +86,7 @@ async def test_a_refused_discard_names_the_fix_and_offers_it(board, repo: Path) 
         assert [b.kind.value for b in dialog.blockers] == ["agent"]  # one agent, one blocker
         await until(pilot, lambda: dialog.query("#pause"), "the offered fix")
         assert "→ `laneboard pause t` stops the agent" in texts(dialog)
-        await pilot.click("#pause")
+        await press_button(pilot, "#pause")
         again = await until(
             pilot,
             lambda: (
@@ -100,7 +100,7 @@ async def test_a_refused_discard_names_the_fix_and_offers_it(board, repo: Path) 
         )
         assert not again.blockers, again.blockers  # nothing left to confirm but the discard
         await until(pilot, lambda: again.query("#discard"), "the dialog's button")
-        await pilot.click("#discard")
+        await press_button(pilot, "#discard")
         await until(pilot, lambda: row(app, "t") is None, "the task discarded")
 
 
@@ -125,7 +125,7 @@ async def test_the_new_task_form_starts_filled_in_and_marks_what_is_not_installe
         form.query_one("#name", Input).value = "first"
         form.query_one("#prompt", Input).value = "the login form"
         agent.value = "nothing-here"
-        await pilot.click("#create")
+        await press_button(pilot, "#create")
         error = await until(pilot, lambda: form.query("#agent-error"), "the error by its field")
         assert "nothing-here is not installed" in str(error.first().render())
         assert app.screen is form  # still open, with what was typed
@@ -134,7 +134,7 @@ async def test_the_new_task_form_starts_filled_in_and_marks_what_is_not_installe
         # Textual ignores a click on a button still showing its last press (0.2 s)
         create = form.query_one("#create")
         await until(pilot, lambda: not create.has_class("-active"), "the button pressable again")
-        await pilot.click("#create")
+        await press_button(pilot, "#create")
         await until(pilot, lambda: agent_of(app, "first") == "idle", "the task's agent idle")
 
 
@@ -151,7 +151,7 @@ async def test_an_error_from_new_reopens_the_form_as_typed_with_the_error_by_its
         form.query_one("#name", Input).value = "second"
         form.query_one("#base", Input).value = "no-such-ref"
         form.query_one("#prompt", Input).value = "keep me"
-        await pilot.click("#create")
+        await press_button(pilot, "#create")
         again = await until(
             pilot,
             lambda: isinstance(app.screen, NewTaskScreen) and app.screen is not form and app.screen,

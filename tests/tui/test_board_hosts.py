@@ -12,7 +12,7 @@ import pytest
 from laneboard.tui.board.hosts import HostConfirmScreen
 from tests.conftest import make_repo, run_cli
 from tests.sshd import Remote, remote
-from tests.tui.pilot import row, select, until
+from tests.tui.pilot import press_button, row, select, until
 
 __all__ = ["remote"]  # the fixture
 pytestmark = pytest.mark.tmux
@@ -39,7 +39,7 @@ async def test_a_hosts_tasks_are_rows_marked_with_their_host_unreachable_then_ba
         await select(app, pilot, "build:u")
         await pilot.press("d")
         await until(pilot, lambda: isinstance(app.screen, HostConfirmScreen), "the question")
-        await pilot.click("#yes")
+        await press_button(pilot, "#yes")
         await until(pilot, lambda: row(app, "build:u") is None, "discarded on the host")
         listed = json.loads(remote.laneboard("--repo", str(there), "ls", "--json", "--all").out)
         assert {t["name"]: t["state"] for t in listed["tasks"]}["u"] == "discarded"
@@ -122,7 +122,7 @@ async def test_the_new_task_form_makes_a_task_on_a_host(
         form.query_one("#name", Input).value = "far"
         form.query_one("#repo-path", Input).value = f"build:{tmp_path / 'host' / 'nowhere'}"
         form.query_one("#command", Input).value = "sleep 60"
-        await pilot.click("#create")
+        await press_button(pilot, "#create")
         error = await until(pilot, lambda: app.screen.query("#repo-error"), "the host's refusal")
         assert "build:" in str(error.first().render())
         assert app.screen.query_one("#repo-path", Input).value.startswith("build:")
