@@ -12,6 +12,10 @@ the worktree unchanged.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import subprocess
+import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -29,6 +33,16 @@ if TYPE_CHECKING:
     pass
 
 
+CHECKPOINT_WAIT = 60.0
+"""Seconds a task's next turn checkpoint waits for the one before it to finish."""
+
+
+def checkpointer_argv(task_id: str, turn: str) -> list[str]:
+    """The process that takes a turn's checkpoint for the controller."""
+    asked = json.dumps({"task": task_id, "turn": turn})
+    return [sys.executable, "-P", "-m", "laneboard.core.service.checkpointer", asked]
+
+
 SESSION_STARTS = ("SessionStart",)
 """Hook events that say idle because the agent just started, not because a turn ended."""
 
@@ -38,6 +52,7 @@ class ReviewLoopCommands(ServicePart):
 
     _turns: dict[str, str]
     _was: dict[str, AgentState]
+    _apart: dict[str, subprocess.Popen[bytes]]
 
     # --- checkpoints -------------------------------------------------------------------------
 
@@ -92,11 +107,14 @@ class ReviewLoopCommands(ServicePart):
 
     def checkpoint_turns(self, running: list[Task], states: dict[str, State]) -> None:
         """The controller's part: a checkpoint for each running task whose agent ended a turn
-        it has not seen yet, or exited. A task whose worktree cannot be read is skipped (its
-        next turn tries again). pygit2 is loaded only when a turn ended (12 MB a board with no
-        agent never needs)."""
+        it has not seen yet, or exited. Each is taken by a process of its own
+        (`core.service.checkpointer`: the controller never loads pygit2, 12 MB it would keep
+        for good), started at once and not waited for, in a session of its own (a Ctrl-C at
+        the board's terminal does not cut it short); a task's checkpoints are taken one at a
+        time (the next waits for the one before). A task whose worktree cannot be read is
+        skipped (its next turn tries again)."""
         if not hasattr(self, "_turns"):
-            self._turns, self._was = {}, {}
+            self._turns, self._was, self._apart = {}, {}, {}
         for task in running:
             state = states.get(task.id)
             if state is None:
@@ -107,20 +125,44 @@ class ReviewLoopCommands(ServicePart):
             if turn is None or self._turns.get(task.id) == turn:
                 continue
             self._turns[task.id] = turn
-            from laneboard.core.operations import checkpoints
-
             try:
                 ctx = self._open(task.repo_id)
                 if not ctx.settings.checkpoints.enabled or not ctx.verify(task).ok:
                     continue
-                made = checkpoints.take(ctx, self._ledger(), task, Actor.CONTROLLER, turn=turn)
-                if made is None:  # the turn changed nothing: said, so a reader knows it looked
-                    self._ledger().append_event(
-                        task.id, task.repo_id, "checkpoint.unchanged", Actor.CONTROLLER,
-                        {"turn": turn},
-                    )  # fmt: skip
             except LaneboardError:
                 continue
+            last = self._apart.pop(task.id, None)
+            if last is not None and last.poll() is None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    last.wait(timeout=CHECKPOINT_WAIT)  # (two turns within one checkpoint)
+            for done in [t for t, p in self._apart.items() if p.poll() is not None]:
+                del self._apart[done]  # (reaped)
+            self._apart[task.id] = subprocess.Popen(
+                checkpointer_argv(task.id, turn),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+
+    def turn_checkpoint(self, task_id: str, turn: str) -> Checkpoint | None:
+        """The checkpoint of turn `turn` of task `task_id`, as the controller takes it (in the
+        process `checkpoint_turns` starts): the worktree saved when it changed, else the note
+        `checkpoint.unchanged`, so a reader knows it looked. None when nothing was saved."""
+        from laneboard.core.operations import checkpoints
+
+        task = self._ledger().task(task_id)
+        if not task.live:
+            return None
+        ctx = self._open(task.repo_id)
+        if not ctx.settings.checkpoints.enabled or not ctx.verify(task).ok:
+            return None
+        made = checkpoints.take(ctx, self._ledger(), task, Actor.CONTROLLER, turn=turn)
+        if made is None:  # the turn changed nothing: said, so a reader knows it looked
+            self._ledger().append_event(
+                task.id, task.repo_id, "checkpoint.unchanged", Actor.CONTROLLER, {"turn": turn}
+            )
+        return made
 
     @staticmethod
     def _turn(task: Task, state: State, before: AgentState | None) -> str | None:
