@@ -20,6 +20,7 @@ fails; it never changes anything but what the controller records.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -56,7 +57,11 @@ class Stream:
     ) -> None:
         self.fd = out.fileno()
         self.within = within
-        os.set_blocking(self.fd, False)
+        # Non-blocking, so a full pipe is seen as such; never a terminal, whose mode its shell
+        # shares (it would be left non-blocking if this process were killed).
+        self._blocking = os.get_blocking(self.fd)
+        if not os.isatty(self.fd):
+            os.set_blocking(self.fd, False)
         self.on_end = on_end
         self.ended = threading.Event()
         self._lock = threading.Lock()
@@ -66,6 +71,11 @@ class Stream:
     def end(self) -> None:
         self.ended.set()
         self.on_end()
+
+    def close(self) -> None:
+        """Give the descriptor its mode back."""
+        with contextlib.suppress(OSError):
+            os.set_blocking(self.fd, self._blocking)
 
     def line(self, document: dict[str, Any]) -> None:
         data = memoryview((json.dumps(document, separators=(",", ":")) + "\n").encode())
@@ -136,9 +146,11 @@ def follow(
     for body in (until_closed, stream.heartbeat):
         threading.Thread(target=body, daemon=True).start()
     if stream.ended.is_set():  # (its input closed before the feed was made)
+        stream.close()
         return 0
     try:
         feed.run()
     finally:
         stream.ended.set()
+        stream.close()
     return 0
