@@ -36,6 +36,10 @@ set_hypothesis_home_dir(tempfile.mkdtemp(prefix="laneboard-hypothesis-"))
 # second, which says nothing about the property (speed is measured by bench/, never by a test).
 settings.register_profile("laneboard", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("laneboard")
+# A suite started in the background by a non-interactive shell (`nohup ... &`) inherits SIGINT
+# ignored, and so would every laneboard process it starts: the Ctrl-C tests need it delivered.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 _PYCACHE = os.path.join(tempfile.gettempdir(), f"laneboard-test-pycache-{os.getuid()}")
 sys.pycache_prefix = _PYCACHE
 sys.dont_write_bytecode = False

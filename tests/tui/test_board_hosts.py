@@ -131,7 +131,11 @@ async def test_the_new_task_form_makes_a_task_on_a_host(
         field.value = f"build:{there}"
         await until(pilot, lambda: app.focused is field, "the field focused")
         await pilot.press("enter")
-        found = await until(pilot, lambda: row(app, "build:far"), "the task, made on the host")
+        found = await until(
+            pilot,
+            lambda: (r := row(app, "build:far")) and r.cells["state"] == "running" and r,
+            "the task, made on the host, running",
+        )
         assert found.host == "build"
         listed = json.loads(remote.laneboard("--repo", str(there), "ls", "--json").out)
         assert [(t["name"], t["state"]) for t in listed["tasks"]] == [("far", "running")]
