@@ -72,28 +72,6 @@ def cpu_of(pid: int, children: bool = True) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def followers(remote: Remote) -> list[int]:
-    """The host's `ls --follow` processes."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            env = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"--follow" in argv and f"LANEBOARD_HOME={remote.lbhome}".encode() in env:
-            found.append(int(entry.name))
-    # (a child it is forking for git or tmux has its command line until it runs them)
-    return [p for p in found if _parent(p) not in found]
-
-
-def _parent(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except OSError:
-        return None
-
-
 def ssh_clients() -> list[int]:
     """This process's ssh children (the streams' clients)."""
     me = str(os.getpid())
@@ -152,7 +130,7 @@ def streaming(service: Any, remotes: list[Remote], base: Path, given: Any) -> No
         f"{(seen - began) * 1000:.0f} ms"
     )
     time.sleep(5.0)  # the hosts' first reads settle
-    pids = {r.lbhome: followers(r) for r in remotes}
+    pids = {r.lbhome: r.followers() for r in remotes}
     clients = ssh_clients()
     here0 = resource.getrusage(resource.RUSAGE_SELF)
     there0 = {k: sum(cpu_of(p) for p in v) for k, v in pids.items()}

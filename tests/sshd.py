@@ -13,6 +13,7 @@ shell does not read its rc files (`SetEnv SHLVL=1`): on the development machine 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import shutil
@@ -179,35 +180,73 @@ class Remote:
         )
         return CliResult(done.returncode, done.stdout, done.stderr)
 
+    def use_fake_agent(self) -> None:
+        """Make the host's `claude` profile the stand-in Claude Code of the tests."""
+        from tests.conftest import FAKE
+
+        self.lbhome.mkdir(parents=True, exist_ok=True)
+        (self.lbhome / "config.toml").write_text(
+            f"[agents.profiles.claude]\ncommand = {json.dumps(FAKE)}\n"
+        )
+
+    def followers(self) -> list[int]:
+        """The pids of the host's `ls --follow` processes (by their command line and their
+        `LANEBOARD_HOME`)."""
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+                env = (entry / "environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"--follow" in argv and f"LANEBOARD_HOME={self.lbhome}".encode() in env:
+                found.append(int(entry.name))
+        # (a child it is forking for git or tmux has its command line until it runs them)
+        return [pid for pid in found if _parent(pid) not in found]
+
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, check=False)
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def add_host(name: str, remote: Remote, laneboard: Path, cwd: Path) -> None:
+    """Configure host `name`: `remote`'s sshd, with `laneboard` as its laneboard command."""
+    added = run_cli(
+        "host", "add", name, "remote", "--ssh-config", str(remote.sshd.config),
+        "--laneboard", str(laneboard), cwd=cwd,
+    )  # fmt: skip
+    assert added.code == 0, added.err
+
+
+def shut(host: Remote, sshd: Sshd, tmp_path: Path) -> None:
+    """End a host: its tmux server, its sshd, and the local control sockets made outside
+    `tmp_path` (when the state dir's path was too long for a socket)."""
+    from laneboard.core.adapters.ssh import control_dir
+
+    host.close()
+    sshd.stop()
+    sockets = control_dir(Path(os.environ["LANEBOARD_HOME"]))
+    if not sockets.is_relative_to(tmp_path):
+        shutil.rmtree(sockets, ignore_errors=True)
 
 
 @pytest.fixture
 def remote(tmp_path: Path) -> Iterator[Remote]:
     """A host named `build`: its sshd started, its laneboard configured (`host add`)."""
-    from laneboard.core.adapters.ssh import control_dir
-
     sshd = Sshd(tmp_path / "sshd")
     sshd.start()
     host = Remote(tmp_path / "host", sshd)
-    added = run_cli(
-        "host",
-        "add",
-        "build",
-        "remote",
-        "--ssh-config",
-        str(sshd.config),
-        "--laneboard",
-        str(host.wrapper),
-        cwd=tmp_path,
-    )
-    assert added.code == 0, added.err
+    add_host("build", host, host.wrapper, tmp_path)
     try:
         yield host
     finally:
-        host.close()
-        sshd.stop()
-        sockets = control_dir(Path(os.environ["LANEBOARD_HOME"]))
-        if not sockets.is_relative_to(tmp_path):
-            shutil.rmtree(sockets, ignore_errors=True)
+        shut(host, sshd, tmp_path)

@@ -67,6 +67,9 @@ class Stream:
         self._lock = threading.Lock()
         self._said = threading.Event()
         self._shown: dict[str, str] | None = None
+        self._views: dict[str, Any] = {}
+        """The view each shown text was made from: the feed hands the same object again for a
+        task it did not read again, whose text is then not made again."""
 
     def end(self) -> None:
         self.ended.set()
@@ -96,14 +99,23 @@ class Stream:
 
     def tasks(self, views: list[Any], host: dict[str, Any]) -> None:
         """The first document, then what changed since the one before."""
-        docs = {view.task.id: output.task_view_json(view) for view in views}
-        texts = {task_id: json.dumps(doc, sort_keys=True) for task_id, doc in docs.items()}
+        shown = self._shown or {}
+        texts: dict[str, str] = {}
+        docs: dict[str, dict[str, Any]] = {}
+        for view in views:
+            task_id = view.task.id
+            if self._views.get(task_id) is view and task_id in shown:
+                texts[task_id] = shown[task_id]
+            else:
+                docs[task_id] = output.task_view_json(view)
+                texts[task_id] = json.dumps(docs[task_id], sort_keys=True)
+        self._views = {view.task.id: view for view in views}
         if self._shown is None:
             first = {"schema": output.schema("tasks"), "tasks": list(docs.values())}
             self.line({**first, "host": host})
         else:
-            changed = [docs[i] for i, text in texts.items() if self._shown.get(i) != text]
-            gone = sorted(set(self._shown) - set(texts))
+            changed = [docs[i] for i in docs if shown.get(i) != texts[i]]
+            gone = sorted(set(shown) - set(texts))
             if changed or gone:
                 self.line({"tasks": changed, "gone": gone})
         self._shown = texts

@@ -54,8 +54,6 @@ from laneboard.core.service.parts import OnOutput, OnWait, ServicePart
 Sink = Callable[[bytes], None]
 INSTALL_TIMEOUT = 600.0
 """Seconds `host check --install` may take there (sending ~15 MB and unpacking it)."""
-TOO_LONG = b""
-"""Put on a stream's queue for a line longer than `STREAM_LINE_MAX` (never a line itself)."""
 USAGE = 2
 """The exit code of a command line laneboard does not understand (argparse's)."""
 STORE_EVERY = 1.0
@@ -287,7 +285,7 @@ class HostCommands(ServicePart):
         process = connection.stream(["ls", "--local", "--json", "--follow"])
         stdout, stderr = process.stdout, process.stderr
         assert stdout is not None and stderr is not None
-        lines: queue.Queue[bytes | None] = queue.Queue()
+        lines: queue.Queue[bytes | StreamBroken | None] = queue.Queue()
         said: list[bytes] = []
         threading.Thread(target=_lines, args=(stdout, lines), daemon=True).start()
         threading.Thread(target=lambda: said.append(stderr.read()), daemon=True).start()
@@ -310,8 +308,8 @@ class HostCommands(ServicePart):
                     break
                 heard = time.monotonic()
                 try:
-                    if line is TOO_LONG:
-                        raise StreamBroken("its stream sent a line too long to be laneboard's")
+                    if isinstance(line, StreamBroken):
+                        raise line
                     document = stream_document(line)
                     if document is None:
                         continue
@@ -429,12 +427,12 @@ class HostCommands(ServicePart):
         return found
 
 
-def _lines(pipe: Any, into: queue.Queue[bytes | None]) -> None:
+def _lines(pipe: Any, into: queue.Queue[bytes | StreamBroken | None]) -> None:
     """Hand each line of a stream on, then None at its end; a line longer than any laneboard
-    sends ends it (`TOO_LONG`: nothing more of it is read)."""
+    sends ends it (nothing more of it is read)."""
     while line := pipe.readline(STREAM_LINE_MAX):
         if len(line) >= STREAM_LINE_MAX and not line.endswith(b"\n"):
-            into.put(TOO_LONG)
+            into.put(StreamBroken("its stream sent a line too long to be laneboard's"))
             break
         into.put(line)
     into.put(None)

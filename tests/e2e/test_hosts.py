@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from laneboard import __version__
-from tests.conftest import FAKE, git, make_repo, run_cli
+from tests.conftest import git, make_repo, run_cli
 from tests.e2e.test_json_schema import check
-from tests.sshd import Remote, remote
+from tests.sshd import Remote, add_host, remote
 
 __all__ = ["remote"]  # the fixture
 
@@ -95,10 +95,7 @@ def test_host_add_ls_and_check_say_what_the_host_has(tmp_path: Path, remote: Rem
 def test_a_task_on_the_host_from_new_to_finalize(tmp_path: Path, remote: Remote) -> None:
     """new, its state, send, pause/resume, review and finalize of a task on the host, each
     run by the host's laneboard; the local ledger holds none of it."""
-    (remote.lbhome).mkdir(parents=True)
-    (remote.lbhome / "config.toml").write_text(
-        f"[agents.profiles.claude]\ncommand = {json.dumps(FAKE)}\n"
-    )
+    remote.use_fake_agent()
     repo = make_repo(tmp_path / "host" / "repo")
     assert lb("init", "--host", "build", str(repo), cwd=tmp_path).code == 0
     made = lb("new", "t", "--host", "build", "--repo", str(repo), "--prompt", "hi", cwd=tmp_path)
@@ -249,11 +246,7 @@ def test_what_a_host_prints_reaches_the_terminal_without_control_characters(
         "printf '\\033]52;c;Y2xpcA==\\007clip\\n' >&2\n"
     )
     evil.chmod(0o755)
-    added = lb(
-        "host", "add", "evil", "remote", "--ssh-config", str(remote.sshd.config),
-        "--laneboard", str(evil), cwd=tmp_path,
-    )  # fmt: skip
-    assert added.code == 0, added.err
+    add_host("evil", remote, evil, tmp_path)
     done = subprocess.run(
         [sys.executable, "-P", "-m", "laneboard", "ls", "--host", "evil"],
         cwd=tmp_path, capture_output=True, timeout=60, check=False,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,7 +15,7 @@ import pytest
 
 from laneboard import __version__
 from tests.conftest import make_repo, run_cli
-from tests.sshd import Remote, Sshd
+from tests.sshd import Remote, Sshd, add_host, shut
 
 pytestmark = pytest.mark.tmux
 
@@ -24,8 +23,6 @@ pytestmark = pytest.mark.tmux
 @contextmanager
 def bare_host(tmp_path: Path, path: str | None = None) -> Iterator[Remote]:
     """A host `build` without laneboard (its setting names a program that is not there)."""
-    from laneboard.core.adapters.ssh import control_dir
-
     sshd = Sshd(tmp_path / "sshd")
     host = Remote(tmp_path / "host", sshd)
     # Without the host's wrapper, whatever runs there must still see only the test's state.
@@ -33,19 +30,10 @@ def bare_host(tmp_path: Path, path: str | None = None) -> Iterator[Remote]:
     sshd.set_env({**env, **({"PATH": path} if path else {})})
     sshd.start()
     try:
-        missing = tmp_path / "nowhere" / "laneboard"
-        added = run_cli(
-            "host", "add", "build", "remote", "--ssh-config", str(sshd.config),
-            "--laneboard", str(missing), cwd=tmp_path,
-        )  # fmt: skip
-        assert added.code == 0, added.err
+        add_host("build", host, tmp_path / "nowhere" / "laneboard", tmp_path)
         yield host
     finally:
-        host.close()
-        sshd.stop()
-        sockets = control_dir(Path(os.environ["LANEBOARD_HOME"]))
-        if not sockets.is_relative_to(tmp_path):
-            shutil.rmtree(sockets, ignore_errors=True)
+        shut(host, sshd, tmp_path)
 
 
 def test_host_check_install_puts_this_laneboard_there_and_tasks_run_on_it(

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from laneboard.core.domain.hosts import STREAM_HEARTBEAT, HostTasks
-from tests.conftest import FAKE, make_repo, run_cli
+from tests.conftest import make_repo, run_cli
 from tests.procs import DEADLINE
-from tests.sshd import Remote, remote
+from tests.sshd import Remote, add_host, remote
 
 __all__ = ["remote"]  # the fixture
 SILENT = int(2 * STREAM_HEARTBEAT)
@@ -91,31 +91,6 @@ def agent(answer: HostTasks, name: str) -> str | None:
     return None
 
 
-def follower_pids(remote: Remote) -> list[int]:
-    """The host's `ls --follow` processes (by their command line and their LANEBOARD_HOME)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            env = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"--follow" in argv and f"LANEBOARD_HOME={remote.lbhome}".encode() in env:
-            found.append(int(entry.name))
-    # (a child it is forking for git or tmux has its command line until it runs them)
-    return [pid for pid in found if _parent(pid) not in found]
-
-
-def _parent(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[1])
-
-
 def test_a_change_on_the_host_streams_and_a_silent_stream_is_unreachable(
     tmp_path: Path, remote: Remote
 ) -> None:
@@ -132,7 +107,7 @@ def test_a_change_on_the_host_streams_and_a_silent_stream_is_unreachable(
         assert made.code == 0, made.err
         watched.until(lambda a: "u" in states(a), "the host's new task, streamed")
 
-        pids = follower_pids(remote)
+        pids = remote.followers()
         assert len(pids) == 1, [Path(f"/proc/{p}/cmdline").read_bytes() for p in pids]
         os.kill(pids[0], signal.SIGSTOP)  # the host hangs: the connection itself stays up
         try:
@@ -149,10 +124,7 @@ def test_a_change_on_the_host_streams_and_a_silent_stream_is_unreachable(
 def test_a_host_whose_tmux_server_is_gone_says_so_once_and_its_task_is_runtime_lost(
     tmp_path: Path, remote: Remote
 ) -> None:
-    remote.lbhome.mkdir(parents=True)
-    (remote.lbhome / "config.toml").write_text(
-        f"[agents.profiles.claude]\ncommand = {json.dumps(FAKE)}\n"
-    )
+    remote.use_fake_agent()
     there = make_repo(tmp_path / "host" / "repo")
     made = run_cli(
         "new", "t", "--host", "build", "--repo", str(there), "--prompt", "hi", cwd=tmp_path
@@ -222,11 +194,7 @@ def test_a_stream_that_says_something_not_laneboards_is_unreachable_then_opened_
         f'exec {remote.wrapper} "$@"\n'
     )
     odd.chmod(0o755)
-    added = run_cli(
-        "host", "add", "odd", "remote", "--ssh-config", str(remote.sshd.config),
-        "--laneboard", str(odd), cwd=tmp_path,
-    )  # fmt: skip
-    assert added.code == 0, added.err
+    add_host("odd", remote, odd, tmp_path)
     with watching("odd") as watched:
         watched.until(lambda a: a.reachable and states(a) == {"ghost": "running"}, "the first list")
         broken = watched.until(lambda a: not a.reachable, "unreachable")

@@ -68,12 +68,7 @@ async def test_a_hosts_running_task_shows_its_screen_in_the_preview(
 ) -> None:
     """The preview of a host's task is its pane's screen as the host's laneboard reads it,
     read again while the row stays selected."""
-    from tests.conftest import FAKE
-
-    remote.lbhome.mkdir(parents=True)
-    (remote.lbhome / "config.toml").write_text(
-        f"[agents.profiles.claude]\ncommand = {json.dumps(FAKE)}\n"
-    )
+    remote.use_fake_agent()
     there = make_repo(tmp_path / "host" / "repo")
     made = run_cli(
         "new", "t", "--host", "build", "--repo", str(there), "--prompt", "hi", cwd=tmp_path
