@@ -53,9 +53,19 @@ class Stream:
     controller's claim."""
 
     def __init__(
-        self, out: TextIO, on_end: Callable[[], None], *, within: float = STREAM_SILENT
+        self,
+        out: TextIO,
+        on_end: Callable[[], None],
+        look: Callable[[], dict[str, Any]],
+        *,
+        within: float = STREAM_SILENT,
     ) -> None:
         self.fd = out.fileno()
+        self.look = look
+        """What the machine is (`{"boot", "tmux"}`), looked at again at most every heartbeat."""
+        self._looked = 0.0
+        self._mutex = threading.Lock()
+        """Held while a document is made and said (the feed's thread or the heartbeat's)."""
         self.within = within
         # Non-blocking, so a full pipe is seen as such; never a terminal, whose mode its shell
         # shares (it would be left non-blocking if this process were killed).
@@ -67,6 +77,8 @@ class Stream:
         self._lock = threading.Lock()
         self._said = threading.Event()
         self._shown: dict[str, str] | None = None
+        self._host: dict[str, Any] = {}
+        self._host_now: dict[str, Any] = {}
         self._views: dict[str, Any] = {}
         """The view each shown text was made from: the feed hands the same object again for a
         task it did not read again, whose text is then not made again."""
@@ -97,8 +109,19 @@ class Stream:
                     self.end()
             self._said.set()
 
-    def tasks(self, views: list[Any], host: dict[str, Any]) -> None:
-        """The first document, then what changed since the one before."""
+    def _machine(self) -> dict[str, Any]:
+        if time.monotonic() - self._looked > STREAM_HEARTBEAT:
+            self._looked = time.monotonic()
+            self._host_now = self.look()
+        return self._host_now
+
+    def tasks(self, views: list[Any]) -> None:
+        """The first document, then what changed since the one before (with `host` when it
+        changed: a tmux server that started, or ended, since)."""
+        with self._mutex:
+            self._tasks(views, self._machine())
+
+    def _tasks(self, views: list[Any], host: dict[str, Any]) -> None:
         shown = self._shown or {}
         texts: dict[str, str] = {}
         docs: dict[str, dict[str, Any]] = {}
@@ -116,15 +139,25 @@ class Stream:
         else:
             changed = [docs[i] for i in docs if shown.get(i) != texts[i]]
             gone = sorted(set(shown) - set(texts))
-            if changed or gone:
-                self.line({"tasks": changed, "gone": gone})
-        self._shown = texts
+            moved = {"host": host} if host != self._host else {}
+            if changed or gone or moved:
+                self.line({"tasks": changed, "gone": gone, **moved})
+        self._shown, self._host = texts, dict(host)
 
     def heartbeat(self) -> None:
+        """After each `STREAM_HEARTBEAT` with nothing said: the machine again when it changed
+        (a tmux server started or ended while no task moved), else that it is alive."""
         while not self.ended.is_set():
             self._said.clear()
-            if not self._said.wait(STREAM_HEARTBEAT) and not self.ended.is_set():
-                self.line({"alive": True})
+            if self._said.wait(STREAM_HEARTBEAT) or self.ended.is_set():
+                continue
+            with self._mutex:
+                host = self._machine()
+                if self._shown is not None and host != self._host:
+                    self.line({"tasks": [], "gone": [], "host": host})
+                    self._host = dict(host)
+                else:
+                    self.line({"alive": True})
 
 
 def follow(
@@ -139,12 +172,17 @@ def follow(
     from laneboard.tui.board.feed import Feed, Update
 
     feed: Feed | None = None
-    stream = Stream(out, lambda: feed.stop() if feed is not None else None, within=within)
-    host = {"boot": boot_id(), "tmux": service.runtime_started()}
+    boot = boot_id()
+    stream = Stream(
+        out,
+        lambda: feed.stop() if feed is not None else None,
+        lambda: {"boot": boot, "tmux": service.runtime_started()},
+        within=within,
+    )
 
     def post(update: Update) -> None:
         if update.error is None:
-            stream.tasks([v for board in update.snapshot.repos for v in board.tasks], host)
+            stream.tasks([v for board in update.snapshot.repos for v in board.tasks])
 
     def until_closed() -> None:
         try:

@@ -313,13 +313,12 @@ class HostCommands(ServicePart):
                     document = stream_document(line)
                     if document is None:
                         continue
-                    if "schema" in document:
-                        found = document.get("host")
-                        origin: dict[str, Any] = found if isinstance(found, dict) else {}
-                        restarted = restarted_since(store.origin(host.name), origin)
-                        store.save(host.name, list(store.load(host.name)[0]), origin=origin)
-                    elif not answered:
+                    if "schema" not in document and not answered:
                         raise StreamBroken("its stream did not start with the list of tasks")
+                    found = document.get("host")
+                    if isinstance(found, dict):  # the first line, or a tmux server since
+                        restarted = restarted_since(store.origin(host.name), found)
+                        store.save(host.name, list(store.load(host.name)[0]), origin=found)
                     apply_stream(tasks, document)
                 except StreamBroken as broken:
                     why = str(broken)

@@ -124,15 +124,22 @@ def test_a_change_on_the_host_streams_and_a_silent_stream_is_unreachable(
 def test_a_host_whose_tmux_server_is_gone_says_so_once_and_its_task_is_runtime_lost(
     tmp_path: Path, remote: Remote
 ) -> None:
+    """Watched from before the host's tmux server existed: the server its first task started
+    is what the host is known by from then on (the stream says so when it changes)."""
     remote.use_fake_agent()
     there = make_repo(tmp_path / "host" / "repo")
-    made = run_cli(
-        "new", "t", "--host", "build", "--repo", str(there), "--prompt", "hi", cwd=tmp_path
-    )
-    assert made.code == 0, made.err
     with watching() as watched:
-        first = watched.until(lambda a: a.reachable and states(a) == {"t": "running"}, "running")
-        assert first.restarted is None
+        watched.until(lambda a: a.reachable and states(a) == {}, "no tasks yet, no tmux there")
+        made = run_cli(
+            "new", "t", "--host", "build", "--repo", str(there), "--prompt", "hi", cwd=tmp_path
+        )
+        assert made.code == 0, made.err
+        watched.until(lambda a: a.reachable and states(a) == {"t": "running"}, "running")
+        # The stream says the host's tmux server once its next look comes (its heartbeat's
+        # time), so the server is known before the host goes away.
+        watched.until(lambda a: agent(a, "t") == "idle", "its first turn done")
+        time.sleep(STREAM_HEARTBEAT + 1)
+        assert all(a.restarted is None for a in watched.answers)
 
         remote.sshd.stop()
         watched.until(lambda a: not a.reachable, "unreachable")
