@@ -8,6 +8,7 @@ here reads the disk or the ledger.
 
 from __future__ import annotations
 
+import math
 import json
 import shlex
 import sys
@@ -45,8 +46,12 @@ def iso(at: float | None) -> str | None:
     """Seconds since the epoch as an ISO 8601 UTC timestamp."""
     if at is None:
         return None
-    micros = round(at * 1_000_000)  # as datetime rounds; then cut to milliseconds as it does
-    seconds, millis = micros // 1_000_000, micros // 1000 % 1000
+    # As datetime rounds (CPython's `_PyTime_DoubleToDenominator`): the fraction alone to
+    # microseconds, half to even; then cut to milliseconds as `isoformat` does.
+    fraction, whole = math.modf(at)
+    micros = round(fraction * 1_000_000)
+    seconds = int(whole) + micros // 1_000_000
+    millis = micros % 1_000_000 // 1000
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
 
 

@@ -21,3 +21,11 @@ def test_iso_agrees_with_datetime(at: float) -> None:
 
 def test_iso_of_nothing_is_nothing() -> None:
     assert iso(None) is None
+
+
+def test_iso_rounds_the_fraction_alone_as_datetime_does() -> None:
+    """`x.4999995` is `x.499999` to datetime (the fraction is rounded, not the whole time,
+    whose last bits a float has lost)."""
+    for at in (216_973_453.4999995, 262_347_997.9999995):
+        expected = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
+        assert iso(at) == expected.replace("+00:00", "Z")
