@@ -388,16 +388,17 @@ def _problem(settings: Settings) -> str | None:
     return None
 
 
+_SCHEMA_FILES = (Path(__file__), Path(__file__).parent.parent / "domain" / "names.py")
+"""This module and the name rules: what decides the settings' types and rules."""
+
+
 @functools.cache
 def _schema() -> str:
-    """A hash of this module and the name rules: changes to the settings' types or rules
-    invalidate every marker. Computed on first use (not at import: `exec` may need no config)."""
+    """A hash of `_SCHEMA_FILES`: changes to the settings' types or rules invalidate every
+    marker. Computed on first use (not at import: `exec` may need no config)."""
     import hashlib
 
-    here = Path(__file__)
-    return hashlib.sha256(
-        here.read_bytes() + (here.parent.parent / "domain" / "names.py").read_bytes()
-    ).hexdigest()
+    return hashlib.sha256(b"".join(path.read_bytes() for path in _SCHEMA_FILES)).hexdigest()
 
 
 def cache_marker(data: dict[str, Any]) -> Path | None:
@@ -475,16 +476,28 @@ def load_settings(root: Path | None = None) -> Settings:
     user_path = config_dir() / USER_CONFIG_NAME
     repo_path = root / REPO_CONFIG_NAME if root is not None else None
     key = (str(user_path), str(repo_path) if repo_path else None, os.environ.get("LANEBOARD_SLOTS"))
-    stamps = tuple(stamp(path, follow=True) for path in (user_path, repo_path) if path)
+    files = [path for path in (user_path, repo_path) if path]
+    stamps = tuple(stamp(path, follow=True) for path in files)
     known = _LOADED.get(key)
     if known is not None and known[0] == stamps:
         return known[1]
+    from laneboard.core.adapters.stampcache import shared
+
+    # Another process's settings hold while the files and the code that read them are the
+    # same (the module files' stamps stand for the settings' types and rules).
+    kept_key = "\0".join([*map(str, key), str(os.cpu_count())])
+    kept_from = [*stamps, *(stamp(path) for path in _SCHEMA_FILES)]
+    kept = shared("settings").get(kept_key, lambda _: kept_from)
+    if isinstance(kept, dict):
+        settings: Settings = build(Settings, kept)
+        _LOADED[key] = (stamps, settings)
+        return settings
     started = time.time()
     settings = _load_settings(user_path, repo_path)
-    if settled(stamps, started) and stamps == tuple(
-        stamp(path, follow=True) for path in (user_path, repo_path) if path
-    ):
+    if settled(stamps, started) and stamps == tuple(stamp(path, follow=True) for path in files):
         _LOADED[key] = (stamps, settings)
+        if settled(kept_from, started):
+            shared("settings").put(kept_key, kept_from, asdict(settings))
     return settings
 
 

@@ -154,9 +154,11 @@ def discover(
     """
     if not os.path.isdir(path):
         raise NotARepository(f"{path} is not a directory")
-    known = _FOUND.get(str(path))
-    if known is not None and known[0] == _found_stamps(path, known[1].common_dir):
-        return known[1]
+    known = _known(path)
+    if known is not None:
+        return known
+    if _outside_every_repository(path):
+        raise NotARepository(f"{path} is not inside a git repository")
     started = time.time()
     found = run_git(
         [
@@ -208,6 +210,59 @@ _FOUND: dict[str, tuple[tuple[Stamp, ...], RepoPaths]] = {}
 """What `discover` found at a main checkout's root, with the stamps that prove it still holds
 (a long-running board opens the same repositories on every refresh: no git process then)."""
 
+_DISCOVERY_ENV = (
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "GIT_CONFIG_GLOBAL",
+    "GIT_CONFIG_SYSTEM",
+    "GIT_CONFIG_NOSYSTEM",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+)
+"""The environment `git rev-parse` reads besides the repository's files (which config files
+apply, where discovery stops): part of the key of what another process found."""
+
+
+def _known(path: Path) -> RepoPaths | None:
+    """What `discover` found at `path` before, in this process or (by the state dir's
+    `discovered` cache, `core.adapters.stampcache`) in another, when its stamps still hold."""
+    known = _FOUND.get(str(path))
+    if known is not None and known[0] == _found_stamps(path, known[1].common_dir):
+        return known[1]
+    from laneboard.core.adapters.stampcache import shared
+
+    kept = shared("discovered").get(
+        _shared_key(path), lambda found: _found_stamps(path, Path(found[0]))
+    )
+    if kept is None:
+        return None
+    found = RepoPaths(common_dir=Path(kept[0]), root=Path(kept[1]))
+    _FOUND[str(path)] = (_found_stamps(path, found.common_dir), found)
+    return found
+
+
+def _shared_key(path: Path) -> str:
+    env = os.environ
+    return "\0".join([str(path), *(f"{n}={env[n]}" for n in _DISCOVERY_ENV if n in env)])
+
+
+def _outside_every_repository(path: Path) -> bool:
+    """Whether git run at `path` certainly finds no repository: no directory from `path` up
+    (as given and with symlinks resolved) has a `.git` or a `HEAD`, which is what git's
+    discovery looks for (a checkout's `.git`; a git dir itself, bare or a worktree's admin
+    dir). Any doubt is False: git is asked."""
+    for start in {os.path.abspath(path), os.path.realpath(path)}:
+        current = start
+        while True:
+            for name in (".git", "HEAD"):
+                if os.path.lexists(os.path.join(current, name)):
+                    return False
+            parent = os.path.dirname(current)
+            if parent == current:
+                break
+            current = parent
+    return True
+
 
 def _found_stamps(path: Path, common: Path | None) -> tuple[Stamp, ...]:
     """Stamps of what `git rev-parse` at the main checkout `path` reads: which directory the
@@ -235,6 +290,10 @@ def _remember(path: Path, found: RepoPaths, started: float) -> None:
     stamps = _found_stamps(path, found.common_dir)
     if settled(stamps[1:], started):
         _FOUND[str(path)] = (stamps, found)
+        from laneboard.core.adapters.stampcache import shared
+
+        plain = [str(found.common_dir), str(found.root)]
+        shared("discovered").put(_shared_key(path), stamps, plain)
     else:
         _FOUND.pop(str(path), None)
 

@@ -364,7 +364,8 @@ def test_laneboards_own_state_is_hidden_inside_but_what_the_task_uses(tasks: Pat
     state = Path(os.environ["LANEBOARD_HOME"])
     task = json.loads(cli("show", "a", "--json").out)["id"]
     before = {p: p.read_bytes() for p in state.rglob("*") if p.is_file() and "logs" not in p.parts}
-    for target in ("cache/confine.json", "ledger.sqlite3", "config.toml", "cache/config"):
+    kept = ("cache/confine.json", "cache/discovered.json", "cache/settings.json")
+    for target in (*kept, "ledger.sqlite3", "config.toml", "cache/config"):
         code, err = inside(cli, "a", f"echo tampered >> {state / target}")
         assert code != 0, target
         assert "Read-only file system" in err or "Directory nonexistent" in err, err
@@ -373,10 +374,11 @@ def test_laneboards_own_state_is_hidden_inside_but_what_the_task_uses(tasks: Pat
     code, err = inside(cli, "a", f"echo own >> {state / 'events' / (task + '.log')}")
     assert code == 0, err
     after = {p: p.read_bytes() for p in before if p.exists()}
-    # (The ledger changes as laneboard works, and the watcher notes its passes in the task's
-    # own object directory; nothing else.)
+    # (The ledger and the caches of what laneboard found change as laneboard works outside,
+    # and the watcher notes its passes in the task's own object directory; nothing else.)
     changed = [p for p in before if after.get(p) != before[p] and "events" not in p.parts]
-    assert all("ledger" in p.name or p.name == "laneboard-moved" for p in changed), changed
+    ours = ("ledger", "discovered.json", "settings.json", "laneboard-moved")
+    assert all(p.name.startswith(ours) for p in changed), changed
     code, _ = inside(cli, "a", f"echo x >> {repo}/README.md")
     assert code != 0  # still confined, still required
     assert cli("exec", "--lane", "a", "--", "sh", "-c", "echo ok > own.txt").code == 0

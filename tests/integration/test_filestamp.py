@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from laneboard.core.adapters import config, filestamp, git
+from laneboard.core.adapters import config, filestamp, git, stampcache
 from laneboard.core.adapters.config import load_settings
-from laneboard.core.adapters.git import BareRepository, discover
+from laneboard.core.adapters.git import BareRepository, NotARepository, discover
 
 
 def _user_config(text: str) -> Path:
@@ -122,3 +123,164 @@ def test_a_repository_replaced_at_the_same_path_is_discovered_again(
     _git(repo, "init", "-q", "--separate-git-dir", str(elsewhere))
     found = discover(repo)
     assert found.common_dir == elsewhere.resolve() != first.common_dir
+
+
+# --- remembered across processes (core.adapters.stampcache) ----------------------------
+
+
+def _new_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forget what this process remembered, as the next command line's process starts with
+    nothing but the state dir's cache."""
+    monkeypatch.setattr(git, "_FOUND", {})
+    monkeypatch.setattr(config, "_LOADED", {})
+    monkeypatch.setattr(stampcache, "_SHARED", {})
+
+
+def test_a_discovery_is_kept_for_the_next_process(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(filestamp, "SETTLED", -1.0)
+    first = discover(repo)
+    _new_process(monkeypatch)
+    runs = _count(monkeypatch, git, "run_git")
+    assert discover(repo) == first
+    assert runs == [0]
+
+
+def test_a_repository_replaced_after_another_process_kept_it_is_discovered_again(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(filestamp, "SETTLED", -1.0)
+    first = discover(repo)
+    subprocess.run(["rm", "-rf", str(repo / ".git")], check=True)
+    elsewhere = tmp_path / "separate.git"
+    _git(repo, "init", "-q", "--separate-git-dir", str(elsewhere))
+    _new_process(monkeypatch)
+    found = discover(repo)
+    assert found.common_dir == elsewhere.resolve() != first.common_dir
+
+
+@pytest.mark.usefixtures("coarse_clock")
+def test_a_repository_made_bare_at_once_is_refused_by_the_next_process(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A discovery made in the same tick as a rewrite of the repository's config is never
+    kept for another process either."""
+    config_file = repo / ".git" / "config"
+    text = config_file.read_text()
+    for _ in range(20):
+        _new_process(monkeypatch)
+        discover(repo)
+        with open(config_file, "r+") as again:
+            again.write(text.replace("bare = false", "bare = true "))
+        _new_process(monkeypatch)
+        with pytest.raises(BareRepository):
+            discover(repo)
+        with open(config_file, "r+") as again:
+            again.write(text)
+
+
+def test_outside_every_repository_no_git_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain = tmp_path / "plain" / "deeper"
+    plain.mkdir(parents=True)
+    runs = _count(monkeypatch, git, "run_git")
+    with pytest.raises(NotARepository):
+        discover(plain)
+    assert runs == [0]
+
+
+def test_every_kind_of_repository_is_still_found_without_a_kept_answer(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where git finds a repository, so does `discover` (the shortcut that answers "no
+    repository" without git never says it wrongly): a subdirectory, a linked worktree, a
+    checkout whose `.git` is a file, the same through a symlink, a bare repository."""
+    (repo / "sub" / "deeper").mkdir(parents=True)
+    _git(repo, "worktree", "add", "-q", str(tmp_path / "linked"), "-b", "linked")
+    separate = tmp_path / "separate"
+    separate.mkdir()
+    _git(separate, "init", "-q", "--separate-git-dir", str(tmp_path / "separate.git"))
+    (tmp_path / "link").symlink_to(repo / "sub")
+    for where in (repo / "sub" / "deeper", tmp_path / "linked", separate, tmp_path / "link"):
+        _new_process(monkeypatch)
+        assert discover(where).common_dir in (
+            (repo / ".git").resolve(),
+            (tmp_path / "separate.git").resolve(),
+        ), where
+    bare = tmp_path / "bare.git"
+    _git(tmp_path, "init", "-q", "--bare", str(bare))
+    (bare / "inside").mkdir()
+    for where in (bare, bare / "inside", bare / "refs"):
+        _new_process(monkeypatch)
+        with pytest.raises(BareRepository):
+            discover(where)
+
+
+def test_settings_are_kept_for_the_next_process(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(filestamp, "SETTLED", -1.0)
+    _user_config("[lanes]\nrepo_cap = 2\n[agents.profiles.mine]\ncommand = ['x', '--y']\n")
+    first = load_settings(repo)
+    _new_process(monkeypatch)
+    reads = _count(monkeypatch, config, "_load_settings")
+    assert load_settings(repo) == first
+    assert reads == [0]
+    (repo / ".laneboard.toml").write_text("[lanes]\nrepo_cap = 4\n")
+    _new_process(monkeypatch)
+    assert load_settings(repo).lanes.repo_cap == 4
+
+
+@pytest.mark.usefixtures("coarse_clock")
+def test_settings_rewritten_at_once_are_read_again_by_the_next_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for n in range(20):
+        path = _user_config(f"[lanes]\nrepo_cap = {n % 9 + 1}\n")
+        _new_process(monkeypatch)
+        assert load_settings().lanes.repo_cap == n % 9 + 1
+        with open(path, "r+") as again:  # the same inode, the same size
+            again.write(f"[lanes]\nrepo_cap = {(n + 1) % 9 + 1}\n")
+        _new_process(monkeypatch)
+        assert load_settings().lanes.repo_cap == (n + 1) % 9 + 1
+
+
+def test_settings_kept_by_other_code_are_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new laneboard (another settings module) never takes settings an older one kept."""
+    monkeypatch.setattr(filestamp, "SETTLED", -1.0)
+    module = tmp_path / "config.py"
+    module.write_text("one")
+    monkeypatch.setattr(config, "_SCHEMA_FILES", (module,))
+    _user_config("[lanes]\nrepo_cap = 2\n")
+    load_settings()
+    module.write_text("two")
+    _new_process(monkeypatch)
+    reads = _count(monkeypatch, config, "_load_settings")
+    load_settings()
+    assert reads == [1]
+
+
+@pytest.mark.usefixtures("coarse_clock")
+def test_settings_read_by_code_changed_at_once_are_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The settings module rewritten in the same tick as a load (same size, same inode):
+    what the old code read is not kept for the new."""
+    module = tmp_path / "config.py"
+    monkeypatch.setattr(config, "_SCHEMA_FILES", (module,))
+    _user_config("[lanes]\nrepo_cap = 2\n")
+    time.sleep(filestamp.SETTLED + 0.1)  # the user's file has settled: only the code changes
+    reads = _count(monkeypatch, config, "_load_settings")
+    for n in range(5):
+        module.write_text(f"code {n % 2}")
+        _new_process(monkeypatch)
+        load_settings()
+        with open(module, "r+") as again:
+            again.write(f"code {(n + 1) % 2}")
+        _new_process(monkeypatch)
+        load_settings()
+        assert reads == [2 * (n + 1)]
