@@ -12,8 +12,9 @@ added (`new --no-start`, spread evenly over the repositories) and then measured:
 - `laneboard ls` of every repository (run outside any: all of them), CPU (user + system of it
   and the git processes it waits for) and wall, alternating with `python -c pass`; the ratio of
   the medians;
-- `laneboard ls` again while a board runs (the board is the controller, so `ls` may use the git
-  states it keeps);
+- `ls`, `show`, `lanes`, `verify` and `signal` while a board runs, alternating with
+  `python -c pass` (the board is the controller, so `ls` and `show` may use the git states it
+  keeps);
 - the board as a real process in a tmux pane tall enough for every row: launch to every row's
   git state on the screen; CPU over IDLE seconds with nobody at the keys; CPU per hook event
   (EVENTS events, 2 a second, through the hook script Claude runs, the idle rate taken off:
@@ -210,13 +211,27 @@ def measure_count(
         time.sleep(args.idle)
         idle = (cpu_seconds(board.pid) - before) / (time.perf_counter() - at)
         out["idle"] = f"board idle CPU over {args.idle:.0f} s {idle * 100:5.2f} % of one core"
-        # `ls` while the board is the controller, beside its floor.
-        ls = paired({"pass": PASS, "ls": [*LANEBOARD, "ls"]}, base, env, args.runs)
-        (pc, pw), (lc, lw) = ls["pass"], ls["ls"]
-        out["ls-board"] = (
-            f"ls with a board open: CPU {lc * 1000:6.0f} ms ({lc / pc:4.1f}x python -c pass); "
-            f"wall {lw * 1000:.0f} ms ({lw / pw:.1f}x)"
-        )
+        # The read commands while the board is the controller, beside their floor.
+        hk = json.loads(laneboard(env, base / "r0", "show", "hk", "--json"))["id"]
+        reads = {
+            "ls": ["ls"],
+            "show": ["show", "hk", "--repo", str(base / "r0")],
+            "lanes": ["lanes"],
+            "verify": ["verify", "hk", "--repo", str(base / "r0")],
+            "signal": ["signal", "--task", hk, "--state", "working"],
+        }
+        timed = paired(
+            {"pass": PASS, **{name: [*LANEBOARD, *argv] for name, argv in reads.items()}},
+            base, env, args.runs,
+        )  # fmt: skip
+        pc, pw = timed["pass"]
+        for name in reads:
+            lc, lw = timed[name]
+            out[f"{name}-board"] = (
+                f"{name + ' with a board open:':<29} CPU {lc * 1000:6.0f} ms "
+                f"({lc / pc:4.1f}x python -c pass {pc * 1000:.0f} ms); "
+                f"wall {lw * 1000:.0f} ms ({lw / pw:.1f}x)"
+            )
         out["hooks"] = hooks(board, base, env, args)
         out["rss"] = f"board peak RSS {peak_rss_mb(board.pid):6.1f} MB"
     finally:

@@ -5,6 +5,8 @@ every shim runs, reads its few options without it)."""
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -15,7 +17,33 @@ from laneboard.core.service.commands import COMMANDS, Command
 Handler = Callable[[argparse.Namespace], int]
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help, as wide as the terminal without importing `shutil` (and the three
+    compression modules it imports) for every command line, as argparse's default does."""
+
+    def __init__(self, prog: str, **options: Any) -> None:
+        options.setdefault("width", _columns() - 2)
+        super().__init__(prog, **options)
+
+
+def _columns() -> int:
+    """The terminal's width as `shutil.get_terminal_size` tells it: `COLUMNS`, else the
+    width of the terminal on stdout, else 80."""
+    given = os.environ.get("COLUMNS", "")
+    if given.isdigit() and int(given) > 0:
+        return int(given)
+    try:
+        found = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):
+        found = 0
+    return found or 80
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **options: Any) -> None:
+        options.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **options)
+
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 

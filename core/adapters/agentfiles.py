@@ -21,9 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import shlex
-import socket
 import sys
 import time
 from pathlib import Path
@@ -176,6 +174,9 @@ def _free_port() -> int:
     Chosen at random below the kernel's ephemeral range (32768 and up), so the gap between
     this check and the agent's bind cannot be filled by an outgoing connection of any
     process on the machine, which is where a port the kernel hands out comes from."""
+    import random
+    import socket  # only when an agent is started: every command imports this module
+
     for _ in range(200):
         port = random.randrange(20000, 32768)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:

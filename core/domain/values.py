@@ -85,7 +85,26 @@ def _collect(cls: type) -> tuple[Field, ...]:
 
 
 def _init(specs: tuple[Field, ...], name: str) -> Callable[..., None]:
+    names = frozenset(spec.name for spec in specs)
+    required = frozenset(spec.name for spec in specs if spec.required)
+    defaults = {s.name: s.default for s in specs if s.factory is None and not s.required}
+    factories = tuple(spec for spec in specs if spec.factory is not None)
+
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if not args and required <= kwargs.keys() <= names:
+            # The common call (every field by keyword, none unknown, none missing): the
+            # fields go straight into the instance's dict. Any other call takes the long way,
+            # which also says what is wrong with it.
+            made = dict(defaults)
+            for spec in factories:
+                if spec.name not in kwargs:
+                    made[spec.name] = spec.factory()  # type: ignore[misc]
+            made.update(kwargs)
+            self.__dict__.update(made)
+            post = getattr(self, "__post_init__", None)
+            if post is not None:
+                post()
+            return
         if len(args) > len(specs):
             raise TypeError(f"{name}() takes {len(specs)} arguments, {len(args)} given")
         setter = object.__setattr__

@@ -17,7 +17,6 @@ second; commands that change agents run it too, so nothing depends on a controll
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from pathlib import Path
 
@@ -100,6 +99,8 @@ def choose(settings: Settings, agent: str | None, command: list[str] | None) -> 
             raise AgentError(f"no agent profile named {name!r} (known: {', '.join(sorted(known))})")
         profile = known[name]
     program = profile.command[0]
+    import shutil  # only when an agent is chosen: `ls` imports this module
+
     if shutil.which(program) is None:
         raise AgentError(
             f"{program} is not installed (not on PATH); pick another with --agent or --cmd, "

@@ -12,21 +12,19 @@ own refusals come back as the same one line with a non-zero exit.
 from __future__ import annotations
 
 import json
-import queue
 import shlex
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from laneboard import __version__
 from laneboard.core.adapters.config import load_settings, set_user_value, state_dir
 from laneboard.core.adapters.git import run_git
 from laneboard.core.adapters.hosts import AnswerStore, find_host, load_hosts, save_host
 from laneboard.core.adapters.locks import held
-from laneboard.core.adapters.ssh import Connection
 from laneboard.core.domain.agents import profiles
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.hosts import (
@@ -50,6 +48,11 @@ from laneboard.core.domain.hosts import (
 from laneboard.core.domain.values import replace
 from laneboard.core.domain.views import Outcome
 from laneboard.core.service.parts import OnOutput, OnWait, ServicePart
+
+if TYPE_CHECKING:
+    import queue
+
+    from laneboard.core.adapters.ssh import Connection
 
 Sink = Callable[[bytes], None]
 INSTALL_TIMEOUT = 600.0
@@ -112,6 +115,8 @@ class HostCommands(ServicePart):
                 self._connections = {}
             found = self._connections.get(host.name)
             if found is None or found.host != host:
+                from laneboard.core.adapters.ssh import Connection
+
                 found = Connection(host, state_dir())
                 self._connections[host.name] = found
             return found
@@ -285,6 +290,8 @@ class HostCommands(ServicePart):
         process = connection.stream(["ls", "--local", "--json", "--follow"])
         stdout, stderr = process.stdout, process.stderr
         assert stdout is not None and stderr is not None
+        import queue  # only while a host streams
+
         lines: queue.Queue[bytes | StreamBroken | None] = queue.Queue()
         said: list[bytes] = []
         threading.Thread(target=_lines, args=(stdout, lines), daemon=True).start()
