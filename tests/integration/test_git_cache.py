@@ -26,7 +26,7 @@ from laneboard.core.domain.views import GitState
 from laneboard.core.operations import gitstate
 from laneboard.core.service.app import Service
 from laneboard.tui.board.feed import Feed
-from tests.conftest import REPO_ROOT, git, run_cli
+from tests.conftest import REPO_ROOT, git, make_repo, run_cli
 
 DEADLINE = 60.0
 
@@ -203,9 +203,17 @@ def test_a_killed_controller_makes_reads_compute_again(
     assert not kept(["a", "b"])
 
 
-def test_every_state_is_right_after_a_restart(repo: Path, controller: Callable[[], Feed]) -> None:
-    names = [f"t{n:02d}" for n in range(24)]
-    make_tasks(repo, names)
+def test_every_state_is_right_after_a_restart(
+    repo: Path, tmp_path: Path, controller: Callable[[], Feed]
+) -> None:
+    """200 tasks in 5 repositories, as the benchmark has them: the first controller keeps
+    every state and closes; while none runs, files are added, changed, staged and committed in
+    most worktrees; the next controller's states, as a reader gets them, are what git says."""
+    repos = [repo, *(make_repo(tmp_path / f"more{n}") for n in range(4))]
+    names = [f"t{n:03d}" for n in range(200)]
+    where = {name: repos[n % len(repos)] for n, name in enumerate(names)}
+    for at in repos:
+        make_tasks(at, [name for name in names if where[name] == at])
     first = Feed(Service(actor=Actor.TUI), lambda update: None)
     thread = threading.Thread(target=first.run, daemon=True)
     thread.start()
@@ -213,19 +221,28 @@ def test_every_state_is_right_after_a_restart(repo: Path, controller: Callable[[
     first.stop()  # the board closes (one controller per process: it is gone before the next)
     thread.join(timeout=DEADLINE)
     for n, name in enumerate(names):  # changes while no controller runs
-        tree = repo / ".worktrees" / name
-        if n % 3 == 0:
+        tree = where[name] / ".worktrees" / name
+        if n % 4 == 0:
             (tree / "new.txt").write_text("untracked\n")
-        elif n % 3 == 1:
+        elif n % 4 == 1:
             (tree / "README.md").write_text("modified\n")
+        elif n % 4 == 2 and n % 8 == 2:
+            (tree / "staged.txt").write_text("staged\n")
+            git(tree, "add", "staged.txt")
+        elif n % 4 == 2:
+            git(tree, "commit", "-q", "--allow-empty", "-m", "ahead")
     controller()
     wait(lambda: kept(names), "kept by the new controller")
     views = {v.task.name: v for v in Service().tasks(None)}
     for name in names:
+        tree = where[name] / ".worktrees" / name
         git_state = views[name].git
         assert git_state is not None
         seen = (git_state.staged, git_state.modified, git_state.untracked)
-        assert seen == truth(repo / ".worktrees" / name), name
+        assert seen == truth(tree), name
+        assert git_state.head == git(tree, "rev-parse", "HEAD"), name
+        ahead = git(tree, "rev-list", "--count", f"{views[name].task.target}..HEAD")
+        assert git_state.ahead == int(ahead), name
 
 
 def test_a_cache_directory_git_does_not_ignore_is_never_trusted_to_the_watch(
