@@ -8,8 +8,8 @@ here reads the disk or the ledger.
 
 from __future__ import annotations
 
-import math
 import json
+import math
 import shlex
 import sys
 import time
