@@ -231,13 +231,17 @@ def _known(path: Path) -> RepoPaths | None:
         return known[1]
     from laneboard.core.adapters.stampcache import shared
 
-    kept = shared("discovered").get(
-        _shared_key(path), lambda found: _found_stamps(path, Path(found[0]))
-    )
+    stamps: list[tuple[Stamp, ...]] = []
+
+    def stamps_of(found: list[str]) -> tuple[Stamp, ...]:
+        stamps.append(_found_stamps(path, Path(found[0])))
+        return stamps[-1]
+
+    kept = shared("discovered").get(_shared_key(path), stamps_of)
     if kept is None:
         return None
     found = RepoPaths(common_dir=Path(kept[0]), root=Path(kept[1]))
-    _FOUND[str(path)] = (_found_stamps(path, found.common_dir), found)
+    _FOUND[str(path)] = (stamps[-1], found)
     return found
 
 

@@ -113,18 +113,6 @@ def test_a_repository_made_bare_in_place_is_discovered_again(repo: Path) -> None
             again.write(text)
 
 
-def test_a_repository_replaced_at_the_same_path_is_discovered_again(
-    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(filestamp, "SETTLED", -1.0)
-    first = discover(repo)
-    subprocess.run(["rm", "-rf", str(repo / ".git")], check=True)
-    elsewhere = tmp_path / "separate.git"
-    _git(repo, "init", "-q", "--separate-git-dir", str(elsewhere))
-    found = discover(repo)
-    assert found.common_dir == elsewhere.resolve() != first.common_dir
-
-
 # --- remembered across processes (core.adapters.stampcache) ----------------------------
 
 
@@ -147,15 +135,17 @@ def test_a_discovery_is_kept_for_the_next_process(
     assert runs == [0]
 
 
-def test_a_repository_replaced_after_another_process_kept_it_is_discovered_again(
-    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("after", ["in this process", "in the next process"])
+def test_a_repository_replaced_at_the_same_path_is_discovered_again(
+    after: str, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(filestamp, "SETTLED", -1.0)
     first = discover(repo)
     subprocess.run(["rm", "-rf", str(repo / ".git")], check=True)
     elsewhere = tmp_path / "separate.git"
     _git(repo, "init", "-q", "--separate-git-dir", str(elsewhere))
-    _new_process(monkeypatch)
+    if after == "in the next process":
+        _new_process(monkeypatch)
     found = discover(repo)
     assert found.common_dir == elsewhere.resolve() != first.common_dir
 
