@@ -1,7 +1,8 @@
 """The change feed a waiting command blocks on (`laneboard wait`, the MCP server's `wait`).
 
-watchfiles reports writes to the ledger's directory (its WAL changes on every commit of any
-laneboard process) and to the agents' event files (a hook, `laneboard signal`, a pane's exit).
+A watch (`tui.dirwatch`: inotify) reports writes to the ledger's directory (its WAL changes on
+every commit of any laneboard process) and to the agents' event files (a hook, `laneboard
+signal`, a pane's exit).
 `Feed.wait(seconds)` returns as soon as one of them was written, or when `seconds` have passed:
 what finishes a task always writes one of these, so a waiter wakes on the change itself, and
 the timeout only bounds how stale a screen-only judgement (an agent without hooks) can get.
@@ -16,6 +17,8 @@ import threading
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from laneboard.tui.dirwatch import Stop
+
 if TYPE_CHECKING:
     from laneboard.core.service.app import Service
 
@@ -25,7 +28,7 @@ class Feed:
 
     def __init__(self, dirs: list[str]) -> None:
         self._changed = threading.Event()
-        self._stop = threading.Event()
+        self._stop = Stop()
         for directory in dirs:
             os.makedirs(directory, exist_ok=True)
         self._thread = threading.Thread(target=self._watch, args=(dirs,), daemon=True)
@@ -37,23 +40,16 @@ class Feed:
         return cls([ledger, events])
 
     def _watch(self, dirs: list[str]) -> None:
-        import watchfiles
+        from laneboard.tui import dirwatch
 
         try:
-            for _changes in watchfiles.watch(
-                *dirs,
-                watch_filter=None,
-                debounce=50,
-                step=20,
-                stop_event=self._stop,
-                rust_timeout=1000,
-                recursive=False,
-                raise_interrupt=False,
-                ignore_permission_denied=True,
-            ):
-                self._changed.set()
+            for changes in dirwatch.batches(dirs, self._stop, debounce=0.05):
+                if changes:
+                    self._changed.set()
         except (OSError, RuntimeError):
             self._changed.set()  # no watcher: the waiter's timeout paces it
+        finally:
+            self._stop.close()
 
     def wait(self, seconds: float) -> None:
         """Block until something changed since the last call, or `seconds` passed."""

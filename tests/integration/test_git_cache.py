@@ -266,9 +266,9 @@ def test_a_cache_directory_git_does_not_ignore_is_never_trusted_to_the_watch(
 def test_a_change_the_watch_missed_is_set_right_by_the_backstop(
     repo: Path, controller: Callable[[], Feed], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The one way a kept state can be wrong: its watch never reported the change (the
-    kernel's queue overflowed; watchfiles does not say so). The backstop re-reads and keeps
-    each task in turn, so it is set right within its round."""
+    """A kept state can be wrong if its watch never reported the change and never said it
+    lost one (a filesystem no watch sees into). The backstop re-reads and keeps each task in
+    turn, so it is set right within its round."""
     from laneboard.tui.board import feed as feed_module
 
     monkeypatch.setattr(feed_module, "BACKSTOP_EVERY", 0.3)
@@ -284,6 +284,45 @@ def test_a_change_the_watch_missed_is_set_right_by_the_backstop(
     monkeypatch.setattr(feed, "_seen", deaf)
     (repo / ".worktrees" / "a" / "lost.txt").write_text("its event never arrives\n")
     wait(lambda: shown("a") == (0, 0, 1), "the backstop set the kept state right")
+
+
+def test_a_change_lost_in_an_overflow_is_read_at_once(
+    repo: Path, controller: Callable[[], Feed], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the kernel's queue overflows, the change is lost and the watch says only that
+    something was: every kept state is forgotten and everything read again, at once (the
+    backstop is out of the way here)."""
+    from laneboard.tui import dirwatch
+    from laneboard.tui.board import feed as feed_module
+
+    monkeypatch.setattr(feed_module, "BACKSTOP_EVERY", 3600.0)
+    make_tasks(repo, ["a", "b"])
+    feed = controller()
+    wait(lambda: kept(["a", "b"]), "kept")
+    seen, refresh = feed._seen, feed._refresh
+    lost, go_on = threading.Event(), threading.Event()
+
+    def overflowed(watch: Any, changes: set[tuple[str, str]]) -> None:
+        if any(path.endswith("lost.txt") for _change, path in changes):
+            changes = {(dirwatch.OVERFLOW, "")}  # what the kernel says when it dropped events
+            seen(watch, changes)
+            lost.set()
+        else:
+            seen(watch, changes)
+
+    def held(only: Any) -> None:
+        if only is None:
+            go_on.wait(DEADLINE)  # the full read waits: the read below comes before it
+        refresh(only)
+
+    monkeypatch.setattr(feed, "_seen", overflowed)
+    monkeypatch.setattr(feed, "_refresh", held)
+    (repo / ".worktrees" / "b" / "lost.txt").write_text("its event is lost\n")
+    assert lost.wait(DEADLINE)
+    assert shown("b") == (0, 0, 1)  # no kept state is used: the overflow forgot them all
+    go_on.set()
+    wait(lambda: kept(["a", "b"]), "every state kept again after the full read")
+    assert shown("b") == (0, 0, 1)
 
 
 def test_a_worktree_swapped_under_a_proven_state_is_shown_rejected_not_verified(

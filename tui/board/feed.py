@@ -1,13 +1,14 @@
 """The board's live feed: one thread that keeps the read model fresh and tells the app.
 
-It wakes on events, never on a fast timer: watchfiles reports writes in a task's worktree (its
-cache directories left out), in its admin dir under the common git dir (HEAD, index and logs
-move on a commit), in the agents' event files (hooks) and in the ledger's directory (another
-laneboard process committed); a slow tick (`TICK`) reads the one tmux snapshot per tick that
-screen-only agents and pane deaths need. On each wake it asks the service for a snapshot with
-`git status` only for the worktrees whose files changed (and tasks the journal named), keeps
-the last git state of the others, runs the conflict radar when a branch tip moved, and, while
-the board is the controller, reconciles first (exits, queued starts, agent states journalled).
+It wakes on events, never on a fast timer: a watch (`tui.dirwatch`, inotify: idle, it costs
+nothing) reports writes in a task's worktree (its cache directories left out), in its admin
+dir under the common git dir (HEAD, index and logs move on a commit), in the agents' event
+files (hooks) and in the ledger's directory (another laneboard process committed); a slow
+tick (`TICK`) reads the one tmux snapshot per tick that screen-only agents and pane deaths
+need. On each wake it asks the service for a snapshot with `git status` only for the
+worktrees whose files changed (and tasks the journal named), keeps the last git state of the
+others, runs the conflict radar when a branch tip moved, and, while the board is the
+controller, reconciles first (exits, queued starts, agent states journalled).
 
 Threads: `run` is the feed thread's body (the app starts it in a thread worker); the watcher
 runs in a thread of its own and only puts paths on the queue; `wake` may be called from any
@@ -33,6 +34,7 @@ from laneboard.core.domain.models import Event
 from laneboard.core.domain.review import Overlap
 from laneboard.core.domain.values import replace
 from laneboard.core.domain.views import BoardSnapshot, GitState, Keeping, WatchSet
+from laneboard.tui.dirwatch import Stop
 
 TICK = 2.0
 """Seconds between the tmux polls (one `list-panes`: did a pane die, or print?) when nothing
@@ -45,10 +47,13 @@ OBSERVE = 5.0
 often; hook events, deaths and file changes are read at once."""
 UNWATCHED_EVERY = 5.0
 """Seconds between `git status` runs of a worktree too big to watch."""
-BACKSTOP_EVERY = 10.0
+BACKSTOP_EVERY = 30.0
 """Seconds between two looks of the backstop, which re-reads `BACKSTOP_TASKS` tasks in turn
 whatever happened (a watch event that was missed is caught there): its cost does not grow with
-the number of tasks, only the time it takes to come round to each."""
+the number of tasks, only the time it takes to come round to each. The watch reports the one
+loss the kernel knows of (its queue overflowed: everything is read again), so the backstop
+guards only against what no watch sees; at 200 tasks a round takes 50 minutes. Each look
+costs two processes per task: it is most of what an idle board spends."""
 BACKSTOP_TASKS = 2
 SLOWEST_TICK = 8.0
 """While panes live and nothing moves, the tmux poll backs off from `TICK` to this."""
@@ -775,22 +780,11 @@ class Feed:
         """The body of one watch's thread: every batch of changes is first made known to the
         ledger (the kept states of the tasks it touched are forgotten), then the fences in it
         are answered, then the feed is told."""
-        import watchfiles
+        from laneboard.tui import dirwatch
 
         armed = False
         try:
-            for changes in watchfiles.watch(
-                *watch.plan.dirs,
-                watch_filter=None,
-                debounce=200,
-                step=20,
-                stop_event=watch.stop,
-                rust_timeout=1000,
-                yield_on_timeout=True,
-                recursive=False,
-                raise_interrupt=False,
-                ignore_permission_denied=True,
-            ):
+            for changes in dirwatch.batches(watch.plan.dirs, watch.stop):
                 if not armed:
                     armed = True
                     self._queue.put(("armed", watch))
@@ -801,13 +795,18 @@ class Feed:
         except (OSError, RuntimeError):
             self._plan.key = ()  # set up again on the next read; until then no fence is answered
         finally:
+            watch.stop.close()
             self.service.close()
 
-    def _seen(self, watch: _Watch, changes: set[tuple[Any, str]]) -> None:
-        import watchfiles
+    def _seen(self, watch: _Watch, changes: set[tuple[str, str]]) -> None:
+        """One batch of `dirwatch` changes. An overflow (the kernel dropped changes: which
+        ones is unknown) forgets every kept state this watch proves and reads everything."""
+        from laneboard.tui import dirwatch
 
+        overflowed = (dirwatch.OVERFLOW, "") in changes
+        changes = changes - {(dirwatch.OVERFLOW, "")}
         paths = {path for _change, path in changes}
-        woke = _Wake()
+        woke = _Wake(dirty=set(watch.plan.by_task) if overflowed else set())
         fences: list[str] = []
         for path in paths:
             if os.path.dirname(path) == watch.plan.fences:
@@ -817,9 +816,7 @@ class Feed:
             else:
                 self._classify(path, woke)
         added = {
-            path
-            for change, path in changes
-            if change == watchfiles.Change.added and os.path.isdir(path)
+            path for change, path in changes if change == dirwatch.ADDED and os.path.isdir(path)
         }
         if added:
             self._plan.key = ()  # a new directory: watch it too on the next refresh
@@ -838,6 +835,8 @@ class Feed:
             for fence in fences:
                 self.service.answer_fence(fence, watch.epoch)
         self._queue.put(("paths", paths))
+        if overflowed:
+            self._queue.put(("tasks", set()))  # everything is read again
 
     def _stop_watcher(self) -> None:
         for watch in (self._watcher, self._pending):
@@ -859,6 +858,6 @@ class _Watch:
     plan: _Plan
     rewatched: set[str]
     epoch: str
-    stop: threading.Event = field(default_factory=threading.Event)
+    stop: Stop = field(default_factory=Stop)
     thread: threading.Thread = field(default_factory=threading.Thread)
     markers: dict[str, threading.Event] = field(default_factory=dict)
