@@ -66,16 +66,27 @@ CHANGES = frozenset(
 def _board(args: argparse.Namespace) -> int:
     """`laneboard` with no arguments on a terminal: the board."""
     from laneboard.core.domain.models import Actor
-    from laneboard.tui.board.app import BoardApp
+    from laneboard.tui.board.feed import Feed
 
     service = open_service()
     service.actor = Actor.TUI
-    here = None
-    with contextlib.suppress(LaneboardError):
-        here = service.repo(Path(args.repo or os.getcwd())).root
-    app = BoardApp(service, here=here)
-    service.on_notice = lambda line: app.call_from_thread(app.notify, line)
-    app.run()
+    # The feed starts before Textual is imported: its first reads (every worktree's
+    # `git status`, in processes) overlap the UI's start-up instead of following it.
+    feed = Feed(service)
+    feed.start()
+    try:
+        from laneboard.tui.board.app import BoardApp
+
+        here = None
+        with contextlib.suppress(LaneboardError):
+            here = service.repo(Path(args.repo or os.getcwd())).root
+        app = BoardApp(service, here=here, feed=feed)
+        service.on_notice = lambda line: app.call_from_thread(app.notify, line)
+        app.run()
+    finally:
+        feed.stop()
+        if feed.thread is not None:
+            feed.thread.join(timeout=5)  # it resigns the controller's place on its way out
     return 0
 
 

@@ -212,6 +212,7 @@ class BoardApp(App[None]):
         live: bool = True,
         initial: Update | None = None,
         here: str | None = None,
+        feed: Feed | None = None,
     ) -> None:
         super().__init__()
         self.service = service
@@ -228,7 +229,9 @@ class BoardApp(App[None]):
         self.unseen: frozenset[str] = frozenset()
         """Tasks whose agent finished a turn the operator has not looked at yet."""
         self.busy: dict[str, Any] = {}
-        self.feed: Feed | None = None
+        self.feed: Feed | None = feed
+        """The live feed; given already started (`tui.cli`), its first reads overlap the
+        board's start-up, else made on mount."""
         self.all_rows: list[Row] = []
         self.remote_rows: list[Row] = []
         """The hosts' tasks at their last answer (`board.hosts`)."""
@@ -304,8 +307,10 @@ class BoardApp(App[None]):
         else:
             self._paint_empty()
         if self.live:
-            self.feed = Feed(self.service, self._post)
-            self.run_feed()
+            self.feed = self.feed or Feed(self.service)
+            for update in self.feed.connect(self._post):
+                self._apply(update)
+            self.feed.start()
             self.set_interval(PREVIEW_EVERY, self._tick_preview)
             self.set_interval(AGES_EVERY, self._tick_ages)
             try:
@@ -328,11 +333,6 @@ class BoardApp(App[None]):
         if self.is_running:
             with contextlib.suppress(RuntimeError):  # the app is closing
                 self.call_from_thread(self._apply, update)
-
-    @work(thread=True, exclusive=True, group="feed", exit_on_error=False)
-    def run_feed(self) -> None:
-        assert self.feed is not None
-        self.feed.run()
 
     @work(thread=True, exclusive=True, group="hosts", exit_on_error=False)
     def run_hosts(self) -> None:

@@ -10,10 +10,11 @@ worktrees whose files changed (and tasks the journal named), keeps the last git 
 others, runs the conflict radar when a branch tip moved, and, while the board is the
 controller, reconciles first (exits, queued starts, agent states journalled).
 
-Threads: `run` is the feed thread's body (the app starts it in a thread worker); the watcher
-runs in a thread of its own and only puts paths on the queue; `wake` may be called from any
-thread. The feed never touches the UI: it hands each `Update` to `post`, which the app makes
-thread-safe (`App.call_from_thread`). No pygit2 here: `git status` runs as processes through
+Threads: `run` is the feed thread's body (`start` runs it in a daemon thread; `laneboard`
+starts it before Textual is even imported, so the first full read overlaps the UI's start-up);
+the watcher runs in a thread of its own and only puts paths on the queue; `wake` may be called
+from any thread. The feed never touches the UI: it hands each `Update` to the `post` the app
+`connect`ed (thread-safe, `App.call_from_thread`), and holds the updates made before that. No pygit2 here: `git status` runs as processes through
 the service, so the UI thread never waits for the GIL.
 """
 
@@ -228,14 +229,18 @@ class Feed:
     def __init__(
         self,
         service: Any,
-        post: Callable[[Update], None],
+        post: Callable[[Update], None] | None = None,
         *,
         tick: float = TICK,
         watch: bool = True,
         control: bool = True,
     ) -> None:
         self.service = service
-        self.post = post
+        self._post_to = post
+        self._held: list[Update] = []
+        """Updates made before anyone was connected (`connect`), oldest first."""
+        self._post_lock = threading.Lock()
+        self.thread: threading.Thread | None = None
         self.tick = tick
         self.watch = watch
         self.control = control
@@ -274,6 +279,29 @@ class Feed:
         self._events_dir = ""
 
     # --- from any thread -----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run the feed in a thread of its own (daemon: it never keeps the process alive)."""
+        if self.thread is None:
+            self.thread = threading.Thread(target=self.run, name="board-feed", daemon=True)
+            self.thread.start()
+
+    def connect(self, post: Callable[[Update], None]) -> list[Update]:
+        """Hand every update from now on to `post`; returns those made before, oldest first,
+        for the caller to show itself. A feed started before its board was on the screen (the
+        first reads overlap the UI's start-up) holds its updates until then."""
+        with self._post_lock:
+            self._post_to = post
+            held, self._held = self._held, []
+        return held
+
+    def post(self, update: Update) -> None:
+        with self._post_lock:
+            target = self._post_to
+            if target is None:
+                self._held.append(update)
+                return
+        target(update)
 
     def wake(self, *task_ids: str) -> None:
         """Refresh now; re-read the git state of `task_ids` (an action changed them)."""
