@@ -79,3 +79,43 @@ def test_a_key_map_keeps_good_entries_and_names_the_bad_ones() -> None:
     )
     assert kept == {"laneboard.discard": "x,delete"}
     assert len(problems) == 3 and any("no.such" in p for p in problems)
+
+
+def test_rows_made_again_only_where_an_input_changed() -> None:
+    """The board keeps the rows it made (`known`): a row is reused only for the same view with
+    the same conflicts, unseen turn, age and lane, and is always what a fresh call makes."""
+    from laneboard.core.domain.values import replace
+
+    update = busy_update()
+    boards, radar = update.snapshot.repos, update.radar
+    known: dict = {}  # type: ignore[type-arg]
+    first = rows(boards, radar, NOW, known=known)
+    assert first == rows(boards, radar, NOW)
+    again = rows(boards, radar, NOW, known=known)
+    assert all(a is b for a, b in zip(again, first, strict=True))  # nothing changed: reused
+
+    # one task's view replaced (the feed re-read it): that row alone is made again
+    board = boards[0]
+    view = board.tasks[0]
+    moved = replace(view, git=clean(modified=4))
+    changed = (replace(board, tasks=(moved, *board.tasks[1:])), *boards[1:])
+    made = rows(changed, radar, NOW, known=known)
+    assert made == rows(changed, radar, NOW)
+    assert made[0].cells["git"] == "M4" and made[0] is not first[0]
+    assert all(a is b for a, b in zip(made[1:], first[1:], strict=True))
+
+    # the clock, an unseen turn and the radar are inputs too
+    later = rows(changed, radar, NOW + 7200, known=known)
+    assert later == rows(changed, radar, NOW + 7200)
+    assert [r.cells["age"] for r in later] != [r.cells["age"] for r in made]
+    idle = board.tasks[3]  # cart-merge: its agent is idle, a finished turn is told
+    unseen = frozenset({idle.task.id})
+    told = rows(changed, radar, NOW + 7200, unseen, known=known)
+    assert told == rows(changed, radar, NOW + 7200, unseen)
+    assert told[3].needs != later[3].needs
+    calm = rows(changed, {}, NOW + 7200, unseen, known=known)
+    assert calm == rows(changed, {}, NOW + 7200, unseen)
+
+    # a task no longer on the board is forgotten
+    rows((replace(board, tasks=board.tasks[1:]),), {}, NOW, known=known)
+    assert view.task.id not in known

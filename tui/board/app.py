@@ -52,7 +52,7 @@ from laneboard.tui.board.hosts import (
     board_rows,
     run_on_host,
 )
-from laneboard.tui.board.rows import Filter, Row, agent_states, arrange, rows
+from laneboard.tui.board.rows import Filter, Known, Row, agent_states, arrange, rows
 from laneboard.tui.board.screens import (
     CancelScreen,
     DiscardScreen,
@@ -233,6 +233,8 @@ class BoardApp(App[None]):
         """The live feed; given already started (`tui.cli`), its first reads overlap the
         board's start-up, else made on mount."""
         self.all_rows: list[Row] = []
+        self._known: Known = {}
+        """The rows made last time, for `_local_rows` to keep those whose inputs held."""
         self.remote_rows: list[Row] = []
         """The hosts' tasks at their last answer (`board.hosts`)."""
         self.hosts: HostsPoller | None = None
@@ -398,7 +400,7 @@ class BoardApp(App[None]):
         states = agent_states(boards)
         self.unseen = unseen_turns(self.unseen, self.agents, states)
         self.agents = states
-        self.all_rows = [*rows(boards, update.radar, now, self.unseen), *self.remote_rows]
+        self.all_rows = [*self._local_rows(update, now), *self.remote_rows]
         with self.batch_update():
             self._arrange()
             self._paint_header(update)
@@ -412,6 +414,11 @@ class BoardApp(App[None]):
             if event.task_id is not None and event.task_id == self._preview_for:
                 self.load_journal(self._selected_ref())
                 break
+
+    def _local_rows(self, update: Update, now: float) -> list[Row]:
+        """This machine's rows of `update` at `now`; a row whose inputs did not change since
+        the last call is not made again (`rows.rows`, `known`)."""
+        return rows(update.snapshot.repos, update.radar, now, self.unseen, known=self._known)
 
     def _arrange(self) -> None:
         table = self.table
@@ -554,8 +561,7 @@ class BoardApp(App[None]):
         self.unseen = seen(self.unseen, task_id)
         if self.update_ is not None and not self.update_.error:
             update = self.update_
-            local = rows(update.snapshot.repos, update.radar, self.clock(), self.unseen)
-            self.all_rows = [*local, *self.remote_rows]
+            self.all_rows = [*self._local_rows(update, self.clock()), *self.remote_rows]
             self.attention = {row.task_id: frozenset(row.needs) for row in self.all_rows}
             with self.batch_update():
                 self._arrange()
@@ -599,8 +605,7 @@ class BoardApp(App[None]):
         update (pure, cheap), and only rows whose text changed are repainted."""
         if self.update_ is not None and not self.update_.error:
             now = self.clock()
-            local = rows(self.update_.snapshot.repos, self.update_.radar, now, self.unseen)
-            self.all_rows = [*local, *self.remote_rows]
+            self.all_rows = [*self._local_rows(self.update_, now), *self.remote_rows]
             with self.batch_update():
                 self._arrange()
                 self._paint_lanes(self.update_.snapshot.repos, now)

@@ -14,8 +14,9 @@ Threads: `run` is the feed thread's body (`start` runs it in a daemon thread; `l
 starts it before Textual is even imported, so the first full read overlaps the UI's start-up);
 the watcher runs in a thread of its own and only puts paths on the queue; `wake` may be called
 from any thread. The feed never touches the UI: it hands each `Update` to the `post` the app
-`connect`ed (thread-safe, `App.call_from_thread`), and holds the updates made before that. No pygit2 here: `git status` runs as processes through
-the service, so the UI thread never waits for the GIL.
+`connect`ed (thread-safe, `App.call_from_thread`), and holds the updates made before that.
+No pygit2 here: `git status` runs as processes through the service, so the UI thread never
+waits for the GIL.
 """
 
 from __future__ import annotations

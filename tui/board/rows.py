@@ -208,14 +208,38 @@ class Row:
         return (self.attention.value, -self.view.task.created_at, self.name)
 
 
+@dataclass(frozen=True)
+class _Inputs:
+    """What a row says besides its view: the same view with equal inputs makes the same row."""
+
+    repo: str
+    conflicts: tuple[Overlap, ...]
+    radar: str
+    unseen_turn: bool
+    lane: str
+    age: str
+
+
+Known = dict[str, tuple[TaskView, _Inputs, "Row"]]
+"""Rows made before, by task id, with the view and the inputs each was made from (`rows`)."""
+
+
 def rows(
     boards: Iterable[RepoBoard],
     radar: dict[str, tuple[Overlap, ...]],
     now: float,
     unseen: frozenset[str] = frozenset(),
+    *,
+    known: Known | None = None,
 ) -> list[Row]:
     """Every live task of `boards` as a row, in board order; `unseen` are the tasks whose
-    agent finished a turn the operator has not looked at (`core.domain.turns`)."""
+    agent finished a turn the operator has not looked at (`core.domain.turns`).
+
+    With `known` (the caller's, kept between calls and updated here), a task whose view is
+    the same object as last time (the feed keeps the views of tasks it did not re-read) and
+    whose other inputs (its conflicts and the names they show, its unseen turn, its age and
+    lane cells at `now`) are equal gets its row of last time: an update that touched one task
+    makes one row, not one per task."""
     made: list[Row] = []
     for board in boards:
         repo = board.repo.root.rstrip("/").rsplit("/", 1)[-1]
@@ -223,37 +247,59 @@ def rows(
         for view in board.tasks:
             task = view.task
             conflicts = radar.get(task.id, ())
-            kinds = needs(view, len(conflicts), unseen_turn=task.id in unseen)
-            kind = kinds[0] if kinds else Attention.NONE
-            branch = task.branch.removeprefix("refs/heads/")
-            cells = {
-                "mark": markers(kinds),
-                "name": task.name,
-                "repo": repo,
-                "state": state_cell(view),
-                "agent": agent_cell(view),
-                "pane": pane_cell(view),
-                "branch": f"{branch} → {task.target}" if task.target else branch,
-                "git": git_cell(view.git, merged=task.state is TaskState.FINALIZED),
-                "lane": lane_cell(view, now),
-                "radar": radar_cell(conflicts, task.id, names),
-                "age": ago(now - task.updated_at),
-            }
-            made.append(
-                Row(
-                    task.id,
-                    board.repo.id,
-                    repo,
-                    task.name,
-                    kind,
-                    cells,
-                    view,
-                    task.updated_at,
-                    search=" ".join((task.name, repo, task.state.value, branch, *cells.values())),
-                    needs=kinds,
-                )
+            inputs = _Inputs(
+                repo,
+                conflicts,
+                radar_cell(conflicts, task.id, names) if conflicts else "",
+                task.id in unseen,
+                lane_cell(view, now),
+                ago(now - task.updated_at),
             )
+            before = known.get(task.id) if known is not None else None
+            if before is not None and before[0] is view and before[1] == inputs:
+                made.append(before[2])
+                continue
+            row = _row(view, board.repo.id, inputs)
+            if known is not None:
+                known[task.id] = (view, inputs, row)
+            made.append(row)
+    if known is not None and len(known) > len(made):
+        shown = {row.task_id for row in made}
+        for gone in [task_id for task_id in known if task_id not in shown]:
+            del known[gone]
     return made
+
+
+def _row(view: TaskView, repo_id: int, inputs: _Inputs) -> Row:
+    task = view.task
+    kinds = needs(view, len(inputs.conflicts), unseen_turn=inputs.unseen_turn)
+    kind = kinds[0] if kinds else Attention.NONE
+    branch = task.branch.removeprefix("refs/heads/")
+    cells = {
+        "mark": markers(kinds),
+        "name": task.name,
+        "repo": inputs.repo,
+        "state": state_cell(view),
+        "agent": agent_cell(view),
+        "pane": pane_cell(view),
+        "branch": f"{branch} → {task.target}" if task.target else branch,
+        "git": git_cell(view.git, merged=task.state is TaskState.FINALIZED),
+        "lane": inputs.lane,
+        "radar": inputs.radar,
+        "age": inputs.age,
+    }
+    return Row(
+        task.id,
+        repo_id,
+        inputs.repo,
+        task.name,
+        kind,
+        cells,
+        view,
+        task.updated_at,
+        search=" ".join((task.name, inputs.repo, task.state.value, branch, *cells.values())),
+        needs=kinds,
+    )
 
 
 @dataclass(frozen=True)
