@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from laneboard.core.adapters import agentfiles
 from laneboard.core.adapters.config import state_dir
-from laneboard.core.domain.agents import AgentState, State
+from laneboard.core.domain.agents import HOOK_STATES, AgentState, State
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.models import Actor, Task
 from laneboard.core.domain.review import Since
@@ -177,6 +177,10 @@ class ReviewLoopCommands(ServicePart):
             event = agentfiles.last_event(state_dir(), task.id)
             if event is None or event.name in SESSION_STARTS:
                 return None  # the agent started: no turn ended yet
+            if HOOK_STATES.get(event.name) is not AgentState.IDLE:
+                # A newer event than the one the state was read from: the next turn began
+                # between the two reads, and its end is the turn to checkpoint.
+                return None
             return f"hook {event.name} {event.at}"
         if before is AgentState.WORKING:
             return f"screen {time.time():.3f}"
