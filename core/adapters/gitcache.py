@@ -137,17 +137,27 @@ class GitCache:
     def store(self, task_id: str, gen: int, epoch: str, state: GitState) -> bool:
         """Keep `state`, computed after the task's change count was `gen`, as proven by the
         watch `epoch`; refused (False) when a change was seen since."""
+        return task_id in self.store_all([(task_id, gen, state)], epoch)
+
+    def store_all(self, states: list[tuple[str, int, GitState]], epoch: str) -> set[str]:
+        """`store` of each (task id, change count, state), in one transaction (a board's first
+        read keeps hundreds); the task ids whose state was kept."""
+        now = time.time()
+        kept: set[str] = set()
         with self.database.transaction() as db:
-            db.execute(
+            db.executemany(
                 "INSERT INTO git_states (task_id, gen, epoch, state, at) VALUES (?, 0, ?, ?, ?) "
                 "ON CONFLICT (task_id) DO UPDATE SET epoch = excluded.epoch, "
                 "state = excluded.state, at = excluded.at WHERE git_states.gen = ?",
-                (task_id, epoch, state_json(state), time.time(), gen),
+                [(task_id, epoch, state_json(state), now, gen) for task_id, gen, state in states],
             )
-            row = db.execute(
-                "SELECT gen, epoch FROM git_states WHERE task_id = ?", (task_id,)
-            ).fetchone()
-        return row is not None and row["gen"] == gen and row["epoch"] == epoch
+            for task_id, gen, _state in states:
+                row = db.execute(
+                    "SELECT gen, epoch FROM git_states WHERE task_id = ?", (task_id,)
+                ).fetchone()
+                if row is not None and row["gen"] == gen and row["epoch"] == epoch:
+                    kept.add(task_id)
+        return kept
 
     def carry(self, old: str, new: str, task_ids: Collection[str]) -> None:
         """The watch `new` took over from `old` with nothing missed between them (see the

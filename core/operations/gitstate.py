@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import subprocess
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from laneboard.core.adapters.git import StatusFacts, git_env, parse_status, run_git
@@ -44,22 +44,28 @@ def git_states(
     (`--ignored=matching`), put there by task id (what the controller needs to know before it
     trusts a watch that leaves such directories out).
 
-    Up to `AT_ONCE` `git status` run at a time; the next starts as soon as the oldest is read."""
+    Up to `AT_ONCE` `git status` run at a time; the next starts as soon as the oldest is read.
+    Each task's verdict is looked up just before its status would start, so a `verdicts` that
+    verifies when asked (`LazyVerdicts`) verifies one worktree while git reads the others."""
     states: dict[str, GitState] = {}
-    ready: deque[Task] = deque()
-    for task in tasks:
-        if not task.live:
-            continue
-        verdict = verdicts[task.id]
-        if verdict.ok:
-            ready.append(task)
-        else:
+    pending = iter(tasks)
+
+    def next_ready() -> Task | None:
+        for task in pending:
+            if not task.live:
+                continue
+            verdict = verdicts[task.id]
+            if verdict.ok:
+                return task
             states[task.id] = GitState(present=False, problem=str(verdict))
+        return None
+
     running: deque[tuple[Task, subprocess.Popen[bytes]]] = deque()
-    while ready or running:
-        while ready and len(running) < AT_ONCE:
-            task = ready.popleft()
-            running.append((task, _start_status(task, ignored is not None)))
+    while True:
+        while len(running) < AT_ONCE and (ready := next_ready()) is not None:
+            running.append((ready, _start_status(ready, ignored is not None)))
+        if not running:
+            break
         task, proc = running.popleft()
         out, err = proc.communicate()
         if proc.returncode != 0:
@@ -74,6 +80,27 @@ def git_states(
             ignored[task.id] = {p.rstrip("/") for p in facts.ignored if p.endswith("/")}
     _name_last_commits(ctx, states)
     return states
+
+
+class LazyVerdicts(dict[str, Verdict]):
+    """Verdicts by task id, each made by `verify(task)` when first asked for (only for the
+    tasks of `tasks`)."""
+
+    def __init__(self, tasks: Sequence[Task], verify: Callable[[Task], Verdict]) -> None:
+        super().__init__()
+        self._tasks = {task.id: task for task in tasks}
+        self._verify = verify
+
+    def __missing__(self, task_id: str) -> Verdict:
+        verdict = self[task_id] = self._verify(self._tasks[task_id])
+        return verdict
+
+    def complete(self) -> LazyVerdicts:
+        """Every task's verdict made (those not asked for yet, in order); itself."""
+        for task_id in self._tasks:
+            if task_id not in self:
+                self.__missing__(task_id)
+        return self
 
 
 def _start_status(task: Task, ignored: bool = False) -> subprocess.Popen[bytes]:
@@ -142,9 +169,13 @@ def keep_states(
 ) -> None:
     """Store each state computed while its task's change count was `gens[id]`, when the watch
     covers the task and git ignores every directory the watch leaves out."""
-    for task_id, state in states.items():
-        if task_id not in gens or not state.present or task_id not in keeping.covered:
-            continue
-        if not set(keeping.skipped.get(task_id, ())) <= ignored.get(task_id, set()):
-            continue
-        cache.store(task_id, gens[task_id], keeping.epoch, state)
+    kept = [
+        (task_id, gens[task_id], state)
+        for task_id, state in states.items()
+        if task_id in gens
+        and state.present
+        and task_id in keeping.covered
+        and set(keeping.skipped.get(task_id, ())) <= ignored.get(task_id, set())
+    ]
+    if kept:
+        cache.store_all(kept, keeping.epoch)

@@ -555,17 +555,18 @@ class Service(
         is looked at (the agent's state is the one the controller recorded). `proven` states
         (fresh by the controller's proof) are used as they are for verified worktrees; with
         `keeping` (the controller), what is computed is kept for readers."""
-        from laneboard.core.operations.gitstate import git_states
+        from laneboard.core.operations.gitstate import LazyVerdicts, git_states
 
         proven = proven or {}
+        live = [task for task in tasks if task.live]
         # A worktree whose state the controller proves fresh was verified in full when that
         # state was computed, and nothing in it or its admin dir changed since: its path is
-        # checked (two stats). Any other is verified in full, as before every action.
-        verdicts = {
-            task.id: ctx.verify_unchanged(task) if task.id in proven else ctx.verify(task)
-            for task in tasks
-            if task.live
-        }
+        # checked (two stats). Any other is verified in full, as before every action, and
+        # just before its `git status` starts (so while git reads the worktrees before it).
+        verdicts = LazyVerdicts(
+            live,
+            lambda task: ctx.verify_unchanged(task) if task.id in proven else ctx.verify(task),
+        )
         read = tasks if git_for is None else [task for task in tasks if task.id in git_for]
         states = {
             task.id: proven[task.id]
@@ -577,6 +578,7 @@ class Service(
             states.update(self._compute_and_keep(ctx, read, verdicts, keeping))
         elif read:
             states.update(git_states(ctx, read, verdicts))
+        verdicts.complete()  # every live task's verdict is shown, read or not
         observed = self._agent_states(ctx, [t for t in tasks if t.live]) if agents else {}
         leases = self._active() if active is None else active
         lanes = {view.task_id: view for view in self._lane_views(ctx.repo, leases, tasks=tasks)}

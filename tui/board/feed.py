@@ -116,18 +116,30 @@ def watch_dirs(
     added to `skipped`, relative to `root` (a nested `.git` aside: git never looks into it)."""
     found: list[str] = []
     top = str(root)
-    for path, dirs, _files in os.walk(root):
-        kept = [d for d in dirs if d not in SKIP_DIRS and not (path == top and d in SKIP_TOP)]
-        if skipped is not None:
-            skipped += [
-                os.path.relpath(os.path.join(path, d), top)
-                for d in dirs
-                if d not in kept and d != ".git"
-            ]
-        dirs[:] = kept
+    ahead = [top]
+    # `os.scandir` by hand rather than `os.walk`: a board's first watch walks thousands of
+    # directories while Textual starts in the other thread, and the walk's cost per file is
+    # what it holds the interpreter for (half of `os.walk`'s). Symbolic links are not followed.
+    while ahead:
+        path = ahead.pop()
         found.append(path)
         if len(found) >= limit:
             return found, True
+        below = []
+        try:
+            with os.scandir(path) as entries:
+                for entry in entries:
+                    if not entry.is_dir(follow_symlinks=False):
+                        continue
+                    name = entry.name
+                    if name in SKIP_DIRS or (path == top and name in SKIP_TOP):
+                        if skipped is not None and name != ".git":
+                            skipped.append(os.path.relpath(entry.path, top))
+                        continue
+                    below.append(entry.path)
+        except OSError:
+            continue  # gone or unreadable meanwhile: as `os.walk`, it is left out
+        ahead += reversed(below)
     return found, False
 
 
@@ -341,7 +353,7 @@ class Feed:
         are kept (else every worktree would be read a second time once the watch is armed).
         A marker written into the fences directory makes the new watch report at once; other
         changes reported meanwhile are covered by the full read that follows."""
-        if not (self.watch and self._controller and self._snapshot_for_watch()):
+        if not (self.watch and self._controller and self._watch_from_ledger()):
             return
         if self._pending is None or not self._plan.fences:
             return
@@ -372,10 +384,10 @@ class Feed:
                 with contextlib.suppress(OSError):
                     os.unlink(marker)
 
-    def _snapshot_for_watch(self) -> bool:
-        """Set the watch up from the ledger's record (the first paint's); whether it started."""
+    def _watch_from_ledger(self) -> bool:
+        """Set the watch up from the ledger's list of live tasks; whether it started."""
         try:
-            self._rewatch(self.service.snapshot(facts=False))
+            self._rewatch()
         except LaneboardError as err:
             self._post_error(str(err))
             return False
@@ -569,7 +581,7 @@ class Feed:
             self._has_panes = any(
                 view.task.tmux_pane for board in snapshot.repos for view in board.tasks
             )
-            self._rewatch(snapshot)
+            self._rewatch()
             other = None if self._controller else service.controller()
             self._failing = False
             self._show(snapshot, events, other)
@@ -624,7 +636,7 @@ class Feed:
                 view.task.tmux_pane for board in snapshot.repos for view in board.tasks
             )
             if listing or not self._plan.key:
-                self._rewatch(snapshot)
+                self._rewatch()
             if look or listing:
                 self._wait_tick = self.tick
             other = None if self._controller else service.controller()
@@ -703,7 +715,7 @@ class Feed:
 
     # --- watching --------------------------------------------------------------------------
 
-    def _rewatch(self, snapshot: BoardSnapshot) -> None:
+    def _rewatch(self) -> None:
         if not self.watch:
             return
         watch: WatchSet = self.service.watched()
