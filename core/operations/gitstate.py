@@ -1,14 +1,14 @@
 """What each task's worktree and branch hold right now, cheaply, for `ls`, `show` and the board.
 
-Per repository: the worktrees are verified by filesystem reads, then one
-`git status --porcelain=v2 -z --branch` runs per verified worktree (started together, so they
+For every repository at once: the worktrees are verified by filesystem reads, then one
+`git status --porcelain=v2 -z --branch` runs per verified worktree (several at a time, so they
 overlap; ignored files are not asked for). The task's target is given to that status as the
 branch's upstream for the one command (`-c branch.<b>.remote=. -c branch.<b>.merge=<target>`),
-so git reports ahead/behind in the same run, and one `git log --no-walk` names the last commit
-of every worktree. No pygit2 (its import alone costs more than all of this on a small board).
-Nothing expensive (reflogs, unique commits, `/proc`) is read here: that is for the moment of
-removal (`operations.steps.facts`). A worktree that fails verification is not looked into (git
-would run its config).
+so git reports ahead/behind in the same run, and one `git log --no-walk` per repository names
+the last commit of every worktree. No pygit2 (its import alone costs more than all of this on a
+small board). Nothing expensive (reflogs, unique commits, `/proc`) is read here: that is for the
+moment of removal (`operations.steps.facts`). A worktree that fails verification is not looked
+into (git would run its config).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from laneboard.core.adapters.git import StatusFacts, git_env, parse_status, run_git
+from laneboard.core.adapters.git import StatusFacts, git_env, parse_status
 from laneboard.core.adapters.gitcache import GitCache
 from laneboard.core.adapters.repo import RepoContext
 from laneboard.core.domain.models import Task
@@ -27,31 +27,35 @@ from laneboard.core.domain.verdict import Verdict
 from laneboard.core.domain.views import Commit, GitState, Keeping
 
 STATUS = ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all"]
+LAST_COMMIT = "--format=%H%x1f%ct%x1f%s"
 AT_ONCE = 8
 """At most this many `git status` run at the same time."""
 
 
-def git_states(
-    ctx: RepoContext,
-    tasks: Sequence[Task],
-    verdicts: Mapping[str, Verdict],
-    *,
-    ignored: dict[str, set[str]] | None = None,
-) -> dict[str, GitState]:
-    """The `GitState` of each live task of `ctx`'s repository, by task id. `verdicts` holds each
-    live task's verification (the caller shows it too): only a verified worktree is read.
-    With `ignored`, each status also names the ignored directories it did not look into
-    (`--ignored=matching`), put there by task id (what the controller needs to know before it
-    trusts a watch that leaves such directories out).
+Group = tuple[RepoContext, Sequence[Task], Mapping[str, Verdict]]
+"""One repository's tasks to read and their verifications."""
 
-    Up to `AT_ONCE` `git status` run at a time; the next starts as soon as the oldest is read.
-    Each task's verdict is looked up just before its status would start, so a `verdicts` that
-    verifies when asked (`LazyVerdicts`) verifies one worktree while git reads the others."""
+
+def git_states(
+    groups: Sequence[Group], *, ignored: dict[str, set[str]] | None = None
+) -> dict[str, GitState]:
+    """The `GitState` of each live task of every group, by task id. A group's verdicts hold
+    each of its live tasks' verification (the caller shows it too): only a verified worktree
+    is read. With `ignored`, each status also names the ignored directories it did not look
+    into (`--ignored=matching`), put there by task id (what the controller needs to know
+    before it trusts a watch that leaves such directories out).
+
+    One pipeline for every group: up to `AT_ONCE` `git status` run at a time, across
+    repositories, and the next starts as soon as the oldest is read (so no repository waits
+    for the last status of the one before). Each task's verdict is looked up just before its
+    status would start, so a verdicts mapping that verifies when asked (`LazyVerdicts`)
+    verifies one worktree while git reads the others. Then one `git log` per repository
+    names the last commits, all of them running at once."""
     states: dict[str, GitState] = {}
-    pending = iter(tasks)
+    pending = ((task, verdicts) for _, tasks, verdicts in groups for task in tasks)
 
     def next_ready() -> Task | None:
-        for task in pending:
+        for task, verdicts in pending:
             if not task.live:
                 continue
             verdict = verdicts[task.id]
@@ -78,7 +82,7 @@ def git_states(
         states[task.id] = _state(facts)
         if ignored is not None:
             ignored[task.id] = {p.rstrip("/") for p in facts.ignored if p.endswith("/")}
-    _name_last_commits(ctx, states)
+    _name_last_commits([(ctx, [t.id for t in tasks]) for ctx, tasks, _ in groups], states)
     return states
 
 
@@ -125,22 +129,32 @@ def _upstream(task: Task) -> list[str]:
     ]
 
 
-def _name_last_commits(ctx: RepoContext, states: dict[str, GitState]) -> None:
-    """Fill in the last commit's subject and time of every state, in one `git log`."""
-    heads = sorted({s.head for s in states.values() if s.head})
-    if not heads:
-        return
-    result = run_git(
-        ["log", "--no-walk=unsorted", "-z", "--format=%H%x1f%ct%x1f%s", *heads],
-        cwd=ctx.root,
-        check=False,
-    )
+def _name_last_commits(
+    groups: Sequence[tuple[RepoContext, Sequence[str]]], states: dict[str, GitState]
+) -> None:
+    """Fill in the last commit's subject and time of every state: one `git log` per repository
+    of `groups` (its root, the ids of its tasks), all started before any is read."""
+    logs = []
+    for ctx, task_ids in groups:
+        heads = sorted({s.head for t in task_ids if (s := states.get(t)) and s.head})
+        if heads:
+            logs.append(
+                subprocess.Popen(
+                    ["git", "log", "--no-walk=unsorted", "-z", LAST_COMMIT, *heads],
+                    cwd=ctx.root,
+                    env=git_env(read=True),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
     commits = {}
-    for record in result.stdout.decode(errors="replace").split("\0"):
-        sha, _, rest = record.strip("\n").partition("\x1f")
-        at, _, subject = rest.partition("\x1f")
-        if sha and at.isdigit():
-            commits[sha] = Commit(sha=sha, subject=subject, at=float(at))
+    for proc in logs:
+        out, _ = proc.communicate()
+        for record in out.decode(errors="replace").split("\0"):
+            sha, _, rest = record.strip("\n").partition("\x1f")
+            at, _, subject = rest.partition("\x1f")
+            if sha and at.isdigit():
+                commits[sha] = Commit(sha=sha, subject=subject, at=float(at))
     for task_id, state in states.items():
         if state.head in commits:
             states[task_id] = replace(state, last_commit=commits[state.head])

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection, Container, Mapping
+from collections.abc import Callable, Collection, Container, Mapping, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from laneboard.core.adapters.config import load_settings, save_user_value, state_dir
 from laneboard.core.adapters.db import default_path
@@ -75,6 +76,9 @@ from laneboard.core.service.parts import OnOutput, OnWait, RepoRef
 from laneboard.core.service.queue import QueueCommands
 from laneboard.core.service.review import ReviewCommands
 from laneboard.core.service.reviewloop import ReviewLoopCommands
+
+if TYPE_CHECKING:
+    from laneboard.core.operations.gitstate import Group
 
 __all__ = ["Cancel", "NotARepository", "NotRegistered", "RepoRef", "Service", "UnknownTask"]
 
@@ -550,67 +554,88 @@ class Service(
         proven: Mapping[str, GitState] | None = None,
         keeping: Keeping | None = None,
     ) -> list[TaskView]:
-        """Views of `tasks` with their facts; `git_for` limits the `git status` runs to those
-        task ids (None: every live task), the others get no `git`; without `agents`, no pane
-        is looked at (the agent's state is the one the controller recorded). `proven` states
-        (fresh by the controller's proof) are used as they are for verified worktrees; with
-        `keeping` (the controller), what is computed is kept for readers."""
+        """Views of `tasks` of one repository with their facts (see `_views_of`)."""
+        return self._views_of(
+            [(ctx, tasks)], git_for, agents=agents, active=active, proven=proven, keeping=keeping
+        )[0]
+
+    def _views_of(
+        self,
+        groups: Sequence[tuple[RepoContext, list[Task]]],
+        git_for: Container[str] | None = None,
+        *,
+        agents: bool = True,
+        active: list[Lease] | None = None,
+        proven: Mapping[str, GitState] | None = None,
+        keeping: Keeping | None = None,
+    ) -> list[list[TaskView]]:
+        """Views of each group's tasks (a repository and tasks of it) with their facts, in the
+        groups' order; the `git status` runs of every group share one pipeline. `git_for`
+        limits those runs to the task ids it holds (None: every live task), the others get no
+        `git`; without `agents`, no pane is looked at (the agent's state is the one the
+        controller recorded). `proven` states (fresh by the controller's proof) are used as
+        they are for verified worktrees; with `keeping` (the controller), what is computed is
+        kept for readers."""
         from laneboard.core.operations.gitstate import LazyVerdicts, git_states
 
         proven = proven or {}
-        live = [task for task in tasks if task.live]
-        # A worktree whose state the controller proves fresh was verified in full when that
-        # state was computed, and nothing in it or its admin dir changed since: its path is
-        # checked (two stats). Any other is verified in full, as before every action, and
-        # just before its `git status` starts (so while git reads the worktrees before it).
-        verdicts = LazyVerdicts(
-            live,
-            lambda task: ctx.verify_unchanged(task) if task.id in proven else ctx.verify(task),
-        )
-        read = tasks if git_for is None else [task for task in tasks if task.id in git_for]
-        states = {
-            task.id: proven[task.id]
-            for task in read
-            if task.id in proven and task.live and verdicts[task.id].ok
-        }
-        read = [task for task in read if task.id not in states]
-        if read and keeping is not None:
-            states.update(self._compute_and_keep(ctx, read, verdicts, keeping))
-        elif read:
-            states.update(git_states(ctx, read, verdicts))
-        verdicts.complete()  # every live task's verdict is shown, read or not
-        observed = self._agent_states(ctx, [t for t in tasks if t.live]) if agents else {}
-        leases = self._active() if active is None else active
-        lanes = {view.task_id: view for view in self._lane_views(ctx.repo, leases, tasks=tasks)}
-        return [
-            TaskView(
-                task,
-                ctx.repo,
-                git=states.get(task.id),
-                lane=lanes.get(task.id) if task.live else None,
-                verdict=verdicts.get(task.id),
-                agent=observed.get(task.id) if agents else recorded_state(task),
+        states: dict[str, GitState] = {}
+        reads: list[tuple[RepoContext, list[Task], LazyVerdicts]] = []
+        for ctx, tasks in groups:
+            live = [task for task in tasks if task.live]
+            # A worktree whose state the controller proves fresh was verified in full when
+            # that state was computed, and nothing in it or its admin dir changed since: its
+            # path is checked (two stats). Any other is verified in full, as before every
+            # action, and just before its `git status` starts (while git reads the others).
+            verdicts = LazyVerdicts(live, partial(self._verdict, ctx, proven))
+            read = tasks if git_for is None else [task for task in tasks if task.id in git_for]
+            states.update(
+                (task.id, proven[task.id])
+                for task in read
+                if task.id in proven and task.live and verdicts[task.id].ok
             )
-            for task in tasks
-        ]
+            reads.append((ctx, [task for task in read if task.id not in states], verdicts))
+        if any(read for _, read, _ in reads):
+            if keeping is not None:
+                states.update(self._compute_and_keep(reads, keeping))
+            else:
+                states.update(git_states(reads))
+        leases = self._active() if active is None else active
+        found: list[list[TaskView]] = []
+        for (ctx, tasks), (_, _, verdicts) in zip(groups, reads, strict=True):
+            verdicts.complete()  # every live task's verdict is shown, read or not
+            observed = self._agent_states(ctx, [t for t in tasks if t.live]) if agents else {}
+            lanes = {view.task_id: view for view in self._lane_views(ctx.repo, leases, tasks=tasks)}
+            found.append(
+                [
+                    TaskView(
+                        task,
+                        ctx.repo,
+                        git=states.get(task.id),
+                        lane=lanes.get(task.id) if task.live else None,
+                        verdict=verdicts.get(task.id),
+                        agent=observed.get(task.id) if agents else recorded_state(task),
+                    )
+                    for task in tasks
+                ]
+            )
+        return found
 
-    def _compute_and_keep(
-        self,
-        ctx: RepoContext,
-        tasks: list[Task],
-        verdicts: Mapping[str, Verdict],
-        keeping: Keeping,
-    ) -> dict[str, GitState]:
-        """The git states of `tasks`, computed, and kept in the ledger as `keeping` proves
-        them: each task's change count is read before its `git status` starts, so a change
-        seen meanwhile makes the store fail."""
+    @staticmethod
+    def _verdict(ctx: RepoContext, proven: Mapping[str, GitState], task: Task) -> Verdict:
+        return ctx.verify_unchanged(task) if task.id in proven else ctx.verify(task)
+
+    def _compute_and_keep(self, reads: Sequence[Group], keeping: Keeping) -> dict[str, GitState]:
+        """The git states of the tasks of `reads`, computed, and kept in the ledger as
+        `keeping` proves them: each task's change count is read before its `git status`
+        starts, so a change seen meanwhile makes the store fail."""
         from laneboard.core.adapters.gitcache import GitCache
         from laneboard.core.operations.gitstate import git_states, keep_states
 
         cache = GitCache(self._ledger().database)
-        gens = cache.generations([task.id for task in tasks])
+        gens = cache.generations([task.id for _, tasks, _ in reads for task in tasks])
         ignored: dict[str, set[str]] = {}
-        states = git_states(ctx, tasks, verdicts, ignored=ignored)
+        states = git_states(reads, ignored=ignored)
         keep_states(cache, keeping, states, gens, ignored)
         return states
 
@@ -623,15 +648,15 @@ class Service(
         readers; without `git`, no `git status` runs (a hook event: only the agent moved)."""
         ledger = self._ledger()
         active = self._active()
-        found: list[TaskView] = []
         wanted = [task for task in ledger.tasks_by_id(task_ids) if task.live]
-        for repo_id in sorted({task.repo_id for task in wanted}):
-            ctx = self._open(repo_id)
-            mine = [task for task in wanted if task.repo_id == repo_id]
-            found += self._views(
-                ctx, mine, None if git else (), agents=False, active=active, keeping=keeping
-            )
-        return found
+        groups = [
+            (self._open(repo_id), [task for task in wanted if task.repo_id == repo_id])
+            for repo_id in sorted({task.repo_id for task in wanted})
+        ]
+        found = self._views_of(
+            groups, None if git else (), agents=False, active=active, keeping=keeping
+        )
+        return [view for views in found for view in views]
 
     def log(self, where: RepoRef, task: str) -> tuple[Task, list[Event]]:
         """The task and its whole journal, oldest first."""
@@ -769,44 +794,51 @@ class Service(
         cursor = ledger.last_seq()
         store = self._store()
         active = store.active()
-        boards: list[RepoBoard] = []
         proven: Mapping[str, GitState] = {}
         if facts and keeping is None:
             wanted = ledger.tasks(include_retired=False)
             proven = self._proven([t for t in wanted if git_for is None or t.id in git_for])
+        boards: list[RepoBoard | int] = []  # a board, or where its repository is in `opened`
+        opened: list[tuple[RepoContext, list[Task]]] = []
         for repo in ledger.repos():
+            live = ledger.tasks(repo.id, include_retired=False)
             if not facts:
-                live = ledger.tasks(repo.id, include_retired=False)
                 lanes = tuple(self._lane_views(repo, active, tasks=live))
                 boards.append(RepoBoard(repo, lanes, tuple(TaskView(t, repo) for t in live)))
                 continue
             try:
                 ctx = self._open(repo.id)
             except LaneboardError as err:
-                tasks = tuple(
-                    TaskView(t, repo) for t in ledger.tasks(repo.id, include_retired=False)
-                )
+                tasks = tuple(TaskView(t, repo) for t in live)
                 boards.append(RepoBoard(repo, (), tasks, problem=str(err)))
                 continue
-            live = ledger.tasks(repo.id, include_retired=False)
-            lanes = tuple(self._lane_views(ctx.repo, active, tasks=live))
-            views = tuple(
-                self._views(
-                    ctx, live, git_for, agents=agents, active=active, proven=proven,
-                    keeping=keeping,
-                )
-            )  # fmt: skip
-            waiting = self.queue_of(repo.id)
-            if waiting.lines:
-                places = {line.entry.task_id: line for line in waiting.lines}
-                views = tuple(replace(v, queue=places.get(v.task.id)) for v in views)
-            boards.append(
-                RepoBoard(ctx.repo, lanes, views, queue=waiting if waiting.lines else None)
-            )
+            boards.append(len(opened))
+            opened.append((ctx, live))
+        views = self._views_of(
+            opened, git_for, agents=agents, active=active, proven=proven, keeping=keeping
+        )
+        repos = tuple(
+            board
+            if isinstance(board, RepoBoard)
+            else self._repo_board(*opened[board], views[board], active)
+            for board in boards
+        )
         used = sum(1 for lease in active if lease.state is LeaseState.RUNNING)
         return BoardSnapshot(
-            at=time.time(), slots=store.slots, used=used, repos=tuple(boards), cursor=cursor
+            at=time.time(), slots=store.slots, used=used, repos=repos, cursor=cursor
         )
+
+    def _repo_board(
+        self, ctx: RepoContext, live: list[Task], views: list[TaskView], active: list[Lease]
+    ) -> RepoBoard:
+        """One opened repository on the board: its lanes, its tasks' views and its queue."""
+        lanes = tuple(self._lane_views(ctx.repo, active, tasks=live))
+        waiting = self.queue_of(ctx.repo.id)
+        if not waiting.lines:
+            return RepoBoard(ctx.repo, lanes, tuple(views))
+        places = {line.entry.task_id: line for line in waiting.lines}
+        placed = tuple(replace(view, queue=places.get(view.task.id)) for view in views)
+        return RepoBoard(ctx.repo, lanes, placed, queue=waiting)
 
     @staticmethod
     def confinement_gaps() -> list[str]:

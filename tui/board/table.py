@@ -122,8 +122,7 @@ class TaskTable(ScrollView, can_focus=True):
             self._cache.clear()
             self.refresh()
         self.rows = rows
-        width = self.size.width or 80
-        self.virtual_size = Size(width, len(rows) + 1)
+        self.virtual_size = Size(0, len(rows) + 1)  # (see `on_resize`)
         position = next((i for i, r in enumerate(rows) if r.task_id == self._selected), None)
         if position is None:
             position = min(self.cursor, max(0, len(rows) - 1))
@@ -186,7 +185,9 @@ class TaskTable(ScrollView, can_focus=True):
     def on_resize(self) -> None:
         self._columns = ()
         self._cache.clear()
-        self.virtual_size = Size(self.size.width, len(self.rows) + 1)
+        # The virtual size holds only the height: every line is as wide as the table (nothing
+        # scrolls sideways), and a width in it would make each resize (the first one included,
+        # once Textual knows the terminal's size) a second full layout of the screen.
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
