@@ -37,6 +37,7 @@ from laneboard.core.domain.review import Overlap
 from laneboard.core.domain.values import replace
 from laneboard.core.domain.views import BoardSnapshot, GitState, Keeping, WatchSet
 from laneboard.tui.dirwatch import Stop
+from laneboard.tui.treewalk import watch_trees
 
 TICK = 2.0
 """Seconds between the tmux polls (one `list-panes`: did a pane die, or print?) when nothing
@@ -68,33 +69,9 @@ CLAIM_EVERY = 5.0
 """While another process is the controller, this board asks to take its place this often."""
 RADAR_EVERY = 300.0
 """The radar is also recomputed this often (a target moved in a repo laneboard does not watch)."""
-SKIP_DIRS = frozenset(
-    {
-        ".git",
-        "node_modules",
-        ".venv",
-        "venv",
-        "__pycache__",
-        ".mypy_cache",
-        ".pytest_cache",
-        ".ruff_cache",
-        ".tox",
-        ".hypothesis",
-    }
-)
-"""Directories never watched, at any depth: caches that change all the time and hold no source
-(inotify would run out of watches on them)."""
-SKIP_TOP = frozenset({"target", ".gradle", ".next", ".cache", "build", "dist"})
-"""Build output skipped only at a worktree's top: deeper down a `target/` or `build/` is as
-likely to hold tracked source (`src/target/code.c`)."""
 REF_FILES = frozenset({"packed-refs", "HEAD", "config"})
 """Files of the common git dir whose change can move a branch or change what `git status`
 says (`config`)."""
-MAX_DIRS = 5000
-"""Directories watched per worktree at most; a bigger worktree is watched at its top levels and
-re-read with `git status` on every tick instead."""
-
-
 @dataclass(frozen=True)
 class Update:
     """What the feed tells the app after one wake."""
@@ -106,41 +83,6 @@ class Update:
     controller: int | None = None
     """The pid of another process that is the controller (None: this board is, or none)."""
     error: str | None = None
-
-
-def watch_dirs(
-    root: Path, limit: int = MAX_DIRS, skipped: list[str] | None = None
-) -> tuple[list[str], bool]:
-    """The directories of a worktree to watch (caches left out) and whether it was cut short at
-    `limit` (then only the directories found first are watched). The directories left out are
-    added to `skipped`, relative to `root` (a nested `.git` aside: git never looks into it)."""
-    found: list[str] = []
-    top = str(root)
-    ahead = [top]
-    # `os.scandir` by hand rather than `os.walk`: a board's first watch walks thousands of
-    # directories while Textual starts in the other thread, and the walk's cost per file is
-    # what it holds the interpreter for (half of `os.walk`'s). Symbolic links are not followed.
-    while ahead:
-        path = ahead.pop()
-        found.append(path)
-        if len(found) >= limit:
-            return found, True
-        below = []
-        try:
-            with os.scandir(path) as entries:
-                for entry in entries:
-                    if not entry.is_dir(follow_symlinks=False):
-                        continue
-                    name = entry.name
-                    if name in SKIP_DIRS or (path == top and name in SKIP_TOP):
-                        if skipped is not None and name != ".git":
-                            skipped.append(os.path.relpath(entry.path, top))
-                        continue
-                    below.append(entry.path)
-        except OSError:
-            continue  # gone or unreadable meanwhile: as `os.walk`, it is left out
-        ahead += reversed(below)
-    return found, False
 
 
 @dataclass
@@ -172,16 +114,23 @@ def plan(watch: WatchSet, seq: int = 0) -> _Plan:
     for place in (watch.ledger, watch.events, watch.fences):
         if os.path.isdir(place):
             made.dirs.append(place)
+    trees = watch_trees(
+        [
+            str(root)
+            for item in watch.worktrees
+            if (root := Path(item.worktree)).is_dir() and not root.is_symlink()
+        ]
+    )
     for item in watch.worktrees:
-        root = Path(item.worktree)
         mine: list[str] = []
         skipped: list[str] = []
-        if root.is_dir() and not root.is_symlink():
-            dirs, cut = watch_dirs(root, skipped=skipped)
-            mine += dirs
-            if not cut and item.admin_dir:
+        tree = trees.get(str(Path(item.worktree)))
+        if tree is not None:
+            mine += tree.dirs
+            skipped += tree.skipped
+            if not tree.cut and item.admin_dir:
                 made.whole.add(item.task_id)
-            if cut:
+            if tree.cut:
                 made.unwatched.add(item.task_id)
             made.owners.append((item.worktree.rstrip("/") + "/", item.task_id))
         if item.admin_dir and os.path.isdir(item.admin_dir):
