@@ -63,6 +63,16 @@ CHANGES = frozenset(
 """Commands during which SIGTERM and SIGHUP unwind like Ctrl-C (rollback, lease release)."""
 
 
+FIRST_READ_WAIT = 0.75
+"""Seconds the board waits for the feed's first full read before it starts Textual. Both in
+one process contend for the interpreter lock, and the feed's read is thousands of small
+system calls that each give the lock up and wait for it again: beside Textual's start-up
+(0.35 s of Python) the read took 0.7 s instead of 0.45 s at 200 tasks, and every git state
+was shown 1.2-1.3 s after launch; read first, then Textual, they are shown after 0.93-0.98 s
+(`bench/scale.py`). A read that takes longer (a cold disk, thousands of tasks) goes on beside
+the UI, which shows the ledger's rows meanwhile."""
+
+
 def _board(args: argparse.Namespace) -> int:
     """`laneboard` with no arguments on a terminal: the board."""
     from laneboard.core.domain.models import Actor
@@ -70,10 +80,9 @@ def _board(args: argparse.Namespace) -> int:
 
     service = open_service()
     service.actor = Actor.TUI
-    # The feed starts before Textual is imported: its first reads (every worktree's
-    # `git status`, in processes) overlap the UI's start-up instead of following it.
     feed = Feed(service)
     feed.start()
+    feed.first_read.wait(FIRST_READ_WAIT)
     try:
         from laneboard.tui.board.app import BoardApp
 

@@ -11,7 +11,8 @@ others, runs the conflict radar when a branch tip moved, and, while the board is
 controller, reconciles first (exits, queued starts, agent states journalled).
 
 Threads: `run` is the feed thread's body (`start` runs it in a daemon thread; `laneboard`
-starts it before Textual is even imported, so the first full read overlaps the UI's start-up);
+starts it before Textual is even imported and waits a moment for its first full read, see
+`tui.cli.FIRST_READ_WAIT`);
 the watcher runs in a thread of its own and only puts paths on the queue; `wake` may be called
 from any thread. The feed never touches the UI: it hands each `Update` to the `post` the app
 `connect`ed (thread-safe, `App.call_from_thread`), and holds the updates made before that.
@@ -72,6 +73,8 @@ RADAR_EVERY = 300.0
 REF_FILES = frozenset({"packed-refs", "HEAD", "config"})
 """Files of the common git dir whose change can move a branch or change what `git status`
 says (`config`)."""
+
+
 @dataclass(frozen=True)
 class Update:
     """What the feed tells the app after one wake."""
@@ -239,6 +242,9 @@ class Feed:
         re-reads the selected pane's screen only when this moved (read from the UI thread)."""
         self._ledger_dir = ""
         self._events_dir = ""
+        self.first_read = threading.Event()
+        """Set once the first full read (every worktree's `git status`) is posted, or the feed
+        ended before it."""
 
     # --- from any thread -----------------------------------------------------------------
 
@@ -283,6 +289,7 @@ class Feed:
             self._claim()
             self._watch_first()
             self._refresh(None)
+            self.first_read.set()
             while not self._stop.is_set():
                 woke = self._wait()
                 if self._stop.is_set():
@@ -292,6 +299,7 @@ class Feed:
                 except Exception as err:  # noqa: BLE001 (the feed must outlive one bad read)
                     self._post_error(f"{type(err).__name__}: {err}")
         finally:
+            self.first_read.set()
             self._stop_watcher()
             if self._controller:
                 self.service.resign_controller()
@@ -631,6 +639,7 @@ class Feed:
         not kept waiting for it (at the first read it runs a git process or two per task)."""
         before = self._radar
         self.post(Update(snapshot, before, events, controller=other))
+        self.first_read.set()  # (the radar may run a git process or two per task: not waited for)
         radar = self._radar_for(snapshot)
         if radar != before:
             self.post(Update(snapshot, radar, (), controller=other))
