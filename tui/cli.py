@@ -68,8 +68,8 @@ FIRST_READ_WAIT = 0.75
 one process contend for the interpreter lock, and the feed's read is thousands of small
 system calls that each give the lock up and wait for it again: beside Textual's start-up
 (0.35 s of Python) the read took 0.7 s instead of 0.45 s at 200 tasks, and every git state
-was shown 1.2-1.3 s after launch; read first, then Textual, they are shown after 0.93-0.98 s
-(`bench/scale.py`). A read that takes longer (a cold disk, thousands of tasks) goes on beside
+was shown 1.2-1.3 s after launch; read first, then Textual, after 0.90-1.06 s (five launches
+on a kept 200-task fixture; docs/board.md, "2026-12-07, later"). A read that takes longer (a cold disk, thousands of tasks) goes on beside
 the UI, which shows the ledger's rows meanwhile."""
 
 

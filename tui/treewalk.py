@@ -94,23 +94,49 @@ def watch_dirs(root: str, limit: int = MAX_DIRS) -> Tree:
 
 def watch_trees(roots: Sequence[str], limit: int = MAX_DIRS) -> dict[str, Tree]:
     """The walk of every worktree of `roots` (absolute directories, symbolic links not
-    followed), by root: one `find` for all of them (several for very many)."""
+    followed), by root: one `find` for all of them (one per core for many). A root that could
+    not be read is missing."""
     unique = list(dict.fromkeys(roots))
-    found = _find(unique) if unique else {}
+    found = _find(unique, limit) if unique else {}
     if found is None:
         return {root: watch_dirs(root, limit) for root in unique}
-    for tree in found.values():
-        if len(tree.dirs) >= limit:
-            del tree.dirs[limit:]
-            tree.cut = True
     return found
 
 
-def _find(roots: list[str]) -> dict[str, Tree] | None:
-    """The walk of `roots` by `find`, by root (one it could not read is missing); None: `find`
-    cannot do it (missing, or not GNU find)."""
+def _find(roots: list[str], limit: int) -> dict[str, Tree] | None:
+    """The walk of `roots` by `find`; None: `find` cannot do it (missing, or not GNU find).
+    The output is read as it comes: once a worktree reaches `limit`, its `find` is stopped and
+    a new one walks the roots after it (a worktree with a million directories costs no more
+    than one with `limit`, as in `watch_dirs`)."""
     if not all(os.path.isabs(root) and "/./" not in root + "/" for root in roots):
         return None  # (a relative root could read as an option; see below for `/./`)
+    step = max(PER_FIND, -(-len(roots) // (os.cpu_count() or 1)))
+    chunks = [roots[at : at + step] for at in range(0, len(roots), step)]
+    procs: list[subprocess.Popen[bytes]] = []
+    trees: dict[str, Tree] = {}
+    try:
+        procs += (_start_find(chunk) for chunk in chunks)
+        for chunk, first in zip(chunks, list(procs), strict=True):
+            proc: subprocess.Popen[bytes] | None = first
+            while proc is not None:
+                left = _read_find(proc, chunk, trees, limit)
+                if left is None:
+                    return None
+                proc = _start_find(left) if left else None
+                if proc is not None:
+                    procs.append(proc)
+                chunk = left
+    except OSError:
+        return None
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return trees
+
+
+def _start_find(roots: list[str]) -> subprocess.Popen[bytes]:
     # Each root is given as `<root>/.`: a directory at its top is then the only path that
     # matches `*/./<name>`, so `SKIP_TOP` is pruned there alone. Each line is the kind (D:
     # watched, S: left out), the depth below the root and the path; `-prune` keeps `find` out
@@ -125,45 +151,46 @@ def _find(roots: list[str]) -> dict[str, Tree] | None:
         "(", *skip, ")", "-prune", "-printf", r"S%d %p\0", "-o", "-printf", r"D%d %p\0",
         ")",
     ]  # fmt: skip
-    procs = []
-    try:
-        step = max(PER_FIND, -(-len(roots) // (os.cpu_count() or 1)))
-        for at in range(0, len(roots), step):
-            starts = [f"{root}/." for root in roots[at : at + step]]
-            procs.append(
-                subprocess.Popen(
-                    ["find", "-P", *starts, *expression],
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL,
-                    env={"LC_ALL": "C", "PATH": os.environ.get("PATH", os.defpath)},
-                )
-            )
-    except OSError:
-        for proc in procs:
-            proc.kill()
-            proc.wait()
-        return None
-    trees: dict[str, Tree] = {}
+    return subprocess.Popen(
+        ["find", "-P", *(f"{root}/." for root in roots), *expression],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={"LC_ALL": "C", "PATH": os.environ.get("PATH", os.defpath)},
+    )
+
+
+def _read_find(
+    proc: subprocess.Popen[bytes], roots: list[str], trees: dict[str, Tree], limit: int
+) -> list[str] | None:
+    """Read `proc`'s walk of `roots` into `trees`; the roots still to walk when it was stopped
+    at a worktree that reached `limit` ([] when it finished), None when `find` cannot do it."""
+    assert proc.stdout is not None
     tops = {f"{root}/.": root for root in roots}
-    for proc in procs:
-        out, _ = proc.communicate()
-        if proc.returncode != 0 and not out:
-            return None  # not GNU find, or none of the roots is there any more
-        root, tree, cut = "", Tree(), 0
-        for line in os.fsdecode(out).split("\0"):
-            if not line:
-                continue
-            kind = line[0]
-            depth, _, path = line[1:].partition(" ")
-            if depth == "0" and path in tops:
-                root = tops[path]
-                tree = trees[root] = Tree(dirs=[root])
-                cut = len(path)
-                continue
-            if not root:
-                continue  # (cannot happen: each root's own line comes first)
-            if kind == "D":
-                tree.dirs.append(root + path[cut:])
-            elif not path.endswith("/.git"):
-                tree.skipped.append(path[cut + 1 :])
-    return trees
+    root, tree, cut, rest, seen = "", Tree(), 0, b"", False
+    with proc.stdout:
+        while chunk := proc.stdout.read(1 << 16):
+            seen = True
+            lines = (rest + chunk).split(b"\0")
+            rest = lines.pop()
+            for raw in lines:
+                line = os.fsdecode(raw)
+                kind = line[:1]
+                depth, _, path = line[1:].partition(" ")
+                if depth == "0" and path in tops:
+                    root = tops[path]
+                    tree = trees[root] = Tree(dirs=[root])
+                    cut = len(path)
+                elif not root:
+                    continue  # (cannot happen: each root's own line comes first)
+                elif kind == "D":
+                    tree.dirs.append(root + path[cut:])
+                elif not path.endswith("/.git"):
+                    tree.skipped.append(path[cut + 1 :])
+                if len(tree.dirs) >= limit:
+                    tree.cut = True
+                    proc.kill()
+                    proc.wait()
+                    return roots[roots.index(root) + 1 :]
+    if proc.wait() != 0 and not seen:
+        return None  # not GNU find, or none of the roots is there any more
+    return []

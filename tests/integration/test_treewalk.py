@@ -63,14 +63,24 @@ def test_find_and_python_walk_the_same_directories(tmp_path: Path) -> None:
 
 
 def test_a_worktree_bigger_than_the_limit_is_cut_short(tmp_path: Path) -> None:
-    root = tmp_path / "big"
-    for n in range(12):
-        (root / f"d{n}" / "e").mkdir(parents=True)
-    small = _tree(tmp_path / "small")
-    walked = watch_trees([str(root), str(small)], limit=15)
-    assert walked[str(root)].cut and len(walked[str(root)].dirs) == 15
-    assert not walked[str(small)].cut
-    assert watch_dirs(str(root), limit=15).cut
+    """`find` is stopped at the cut worktree, and the roots after it are still walked whole."""
+    big = []
+    for name in ("big1", "big2"):
+        root = tmp_path / name
+        for n in range(12):
+            (root / f"d{n}" / "e").mkdir(parents=True)
+        big.append(root)
+    small = [_tree(tmp_path / "small1"), _tree(tmp_path / "small2")]
+    order = [big[0], small[0], big[1], small[1]]
+    walked = watch_trees([str(r) for r in order], limit=15)
+    for root in big:
+        assert walked[str(root)].cut and len(walked[str(root)].dirs) == 15
+        assert walked[str(root)].dirs[0] == str(root)
+        assert set(walked[str(root)].dirs) <= set(watch_dirs(str(root)).dirs)
+    for root in small:
+        assert not walked[str(root)].cut
+        assert sorted(walked[str(root)].dirs) == sorted(watch_dirs(str(root)).dirs)
+    assert watch_dirs(str(big[0]), limit=15).cut
 
 
 def test_a_root_that_is_gone_is_left_out(tmp_path: Path) -> None:
