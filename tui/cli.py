@@ -69,8 +69,8 @@ one process contend for the interpreter lock, and the feed's read is thousands o
 system calls that each give the lock up and wait for it again: beside Textual's start-up
 (0.35 s of Python) the read took 0.7 s instead of 0.45 s at 200 tasks, and every git state
 was shown 1.2-1.3 s after launch; read first, then Textual, after 0.90-1.06 s (five launches
-on a kept 200-task fixture; docs/board.md, "2026-12-07, later"). A read that takes longer (a cold disk, thousands of tasks) goes on beside
-the UI, which shows the ledger's rows meanwhile."""
+on a kept 200-task fixture; docs/board.md, "2026-12-07, later"). A read that takes longer (a
+cold disk, thousands of tasks) goes on beside the UI, which shows the ledger's rows meanwhile."""
 
 
 def _board(args: argparse.Namespace) -> int:
