@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import signal
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
@@ -157,6 +158,33 @@ def spawn_and_wait(
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
     code = os.waitstatus_to_exitcode(status)
     return code if code >= 0 else 128 - code
+
+
+def wait_handling_signals(proc: subprocess.Popen[bytes]) -> int:
+    """Wait for `proc` in the main thread of a process with other threads, and run the main
+    thread's signal handlers as soon as any signal arrives, whichever thread the kernel gave it
+    to. (`proc.wait()` blocks in `waitpid`: a signal taken by another thread, as the kernel
+    does when the main thread already has one pending, leaves its handler waiting for the
+    child to end; for the warden's hang-up that is never.) The wait blocks: no polling.
+
+    The child's pidfd and the signal wake-up fd, in one `select`. Without pidfds (Linux before
+    5.3) it is `proc.wait()`."""
+    try:
+        child = os.pidfd_open(proc.pid)
+    except OSError:
+        return proc.wait()
+    woken, waker = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    previous = signal.set_wakeup_fd(waker, warn_on_full_buffer=False)
+    try:
+        while proc.poll() is None:
+            select.select([child, woken], [], [])
+            with suppress(BlockingIOError):
+                os.read(woken, 512)  # (the handlers run here, in this thread, as it goes on)
+    finally:
+        signal.set_wakeup_fd(previous)
+        for fd in (child, woken, waker):
+            os.close(fd)
+    return proc.returncode
 
 
 def _foreground(fd: int) -> int | None:

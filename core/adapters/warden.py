@@ -19,7 +19,8 @@ recorded. A hang-up (the pane killed, the server gone) ends the sandbox and then
 the warden kills every process of its session until none is left (the sandbox's PID
 namespace init among them, so `setsid` daemons inside end with it). `--die-with-parent` alone
 is not enough: a bwrap child that forks while its parent dies can miss the parent-death
-signal and run on orphaned.
+signal and run on orphaned. The hang-up's handler runs at once whichever of the warden's
+threads the kernel gave the signal to (`process.wait_handling_signals`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from laneboard.core.adapters import channel, confine, procs, taskobjects, vault
+from laneboard.core.adapters import channel, confine, process, procs, taskobjects, vault
 from laneboard.core.domain.agents import NOT_ATTENDED
 from laneboard.core.domain.confine import MADE, Layout
 
@@ -98,7 +99,7 @@ def main(raw: str) -> int:
             proc = subprocess.Popen(
                 run, env=env, cwd=plan["cwd"], pass_fds=() if fd is None else (fd,)
             )
-            code = proc.wait()
+            code = process.wait_handling_signals(proc)
             code = code if code >= 0 else 128 - code
     except SystemExit as hung:  # the hang-up (`_hang_up`)
         code = int(hung.code or 0)

@@ -5,10 +5,12 @@ would, with the fakes of tests/fakes."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -178,7 +180,8 @@ def _described(pids: list[int]) -> str:
     lines = []
     for pid in pids:
         try:
-            lines.append(f"{pid}: {Path(f'/proc/{pid}/cmdline').read_bytes()!r}")
+            line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            lines.append(f"{pid}: {line[:160].decode(errors='replace')}")
         except OSError:
             lines.append(f"{pid}: gone")
     return "; ".join(lines) or "none left"
@@ -513,6 +516,31 @@ def test_a_killed_pane_or_server_leaves_no_agent_running(
     events = Path(os.environ["LANEBOARD_HOME"]) / "events" / f"{show(cli, 't')['id']}.log"
     last = eventually(lambda: events.read_text().splitlines()[-1:], "the warden's record")
     assert last == ["exited\t-\t129"]  # the warden saw the hang-up and ended its session
+
+
+def test_a_hang_up_taken_by_any_thread_of_the_warden_ends_the_sandbox(
+    repo: Path, cli, agents, server
+) -> None:
+    """Was left running under load: the kernel gives a process's signal to another thread when
+    the main one already has one pending; the warden's main thread sat in `waitpid`, so its
+    hang-up handler never ran. Here the hang-up goes to each other thread (`tgkill`) in turn."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for n in range(2):
+        name = f"h{n}"
+        assert cli("new", name, "--cmd", "sleep 300").code == 0
+        pane = show(cli, name)["pane"]["pane_id"]
+        warden = int(server.cmd("display-message", "-p", "-t", pane, "#{pane_pid}").stdout[0])
+        eventually(lambda w=warden: len(_session_members(w)) == 4, "the sandbox and the agent")
+        threads = eventually(
+            lambda w=warden: sorted(int(t) for t in os.listdir(f"/proc/{w}/task") if int(t) != w),
+            "the warden's other threads",
+        )
+        assert libc.tgkill(warden, threads[n % len(threads)], signal.SIGHUP) == 0
+        eventually(
+            lambda w=warden: _session_members(w) == [],
+            "the hang-up reaching the agent",
+            on_fail=lambda w=warden: _described(_session_members(w)),
+        )
 
 
 def test_finalize_refuses_a_running_agent_and_rebase_waits_for_an_idle_one(
