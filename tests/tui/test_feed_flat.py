@@ -129,3 +129,32 @@ def test_a_write_whose_watch_event_was_missed_is_caught_by_the_backstop(
     finally:
         feed.stop()
         thread.join(timeout=DEADLINE)
+
+
+def test_a_hook_event_that_changes_no_row_posts_nothing(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A busy agent's tool calls change nothing the board shows: the task is read, and nothing
+    is handed to the UI (at 200 rows, painting the board again was most of an event's cost).
+    A write that changes a row is posted."""
+    monkeypatch.setattr(feed_module, "BACKSTOP_EVERY", 3600.0)
+    ids = make_tasks(repo, ["a", "b", "c"])
+    events = Path(Recording.state_root()) / "events"
+    events.mkdir(exist_ok=True)
+    service, updates, feed, thread = start_feed()
+    try:
+        wait(lambda: git_of(updates, "c") == "0", "the first full read")
+        wait(lambda: service.asked or service.full >= 1, "the watch set up")
+        time.sleep(2)  # the watch armed, its first look done
+        posted, agents = len(updates), len(service.agents)
+        for n in range(3):
+            with (events / f"{ids['b']}.log").open("a") as log:
+                log.write(f"{n}\tPreToolUse\t\n")
+            wait(lambda n=n: len(service.agents) > agents + n, f"b's row read ({n + 1})")
+        (repo / ".worktrees" / "c" / "new.txt").write_text("x\n")
+        wait(lambda: git_of(updates, "c") == "1", "c shows its untracked file")
+        after = updates[posted:]
+        assert after and all(git_of([u], "c") == "1" for u in after), "a tool call was posted"
+    finally:
+        feed.stop()
+        thread.join(timeout=DEADLINE)

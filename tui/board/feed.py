@@ -36,7 +36,7 @@ from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.models import Event
 from laneboard.core.domain.review import Overlap
 from laneboard.core.domain.values import replace
-from laneboard.core.domain.views import BoardSnapshot, GitState, Keeping, WatchSet
+from laneboard.core.domain.views import BoardSnapshot, GitState, Keeping, TaskView, WatchSet
 from laneboard.tui.dirwatch import Stop
 from laneboard.tui.treewalk import watch_trees
 
@@ -108,6 +108,14 @@ class _Plan:
     seq: int = 0
     """The watch's change count when this plan walked the worktrees."""
     key: tuple[Any, ...] = ()
+
+
+def _same(view: TaskView, shown: TaskView | None) -> bool:
+    """Whether `view` says what `shown` (the row on the board) says; a view read without its
+    git state (`git=False`) keeps the shown one."""
+    if shown is None:
+        return False
+    return view == shown or (view.git is None and replace(view, git=shown.git) == shown)
 
 
 def plan(watch: WatchSet, seq: int = 0) -> _Plan:
@@ -224,6 +232,7 @@ class Feed:
         self._gits: dict[str, GitState] = {}
         self._heads: dict[str, str | None] = {}
         self._radar: dict[str, tuple[Overlap, ...]] = {}
+        self._other: int | None = None  # the other controller the last update named
         self._radar_at = 0.0
         self._cursor: int | None = None
         self._version: int | None = None
@@ -581,6 +590,17 @@ class Feed:
             moved = (look & shown) - wanted  # only their agents moved: no `git status`
             if moved:
                 fresh |= {view.task.id: view for view in service.views(moved, git=False)}
+            other = None if self._controller else service.controller()
+            if look or listing:
+                self._wait_tick = self.tick
+            if (
+                not events
+                and base is self._snapshot
+                and self._plan.key
+                and other == self._other
+                and all(_same(view, before.get(task_id)) for task_id, view in fresh.items())
+            ):
+                return  # no row changed (a busy agent's tool calls): nothing to post or paint
             boards = []
             for board in base.repos:
                 views = tuple(
@@ -594,9 +614,6 @@ class Feed:
             )
             if listing or not self._plan.key:
                 self._rewatch()
-            if look or listing:
-                self._wait_tick = self.tick
-            other = None if self._controller else service.controller()
             self._show(snapshot, events, other)
         except LaneboardError as err:
             self._post_error(str(err))
@@ -638,6 +655,7 @@ class Feed:
         """Post the rows, then the radar when a tip moved and it changed: the git states are
         not kept waiting for it (at the first read it runs a git process or two per task)."""
         before = self._radar
+        self._other = other
         self.post(Update(snapshot, before, events, controller=other))
         self.first_read.set()  # (the radar may run a git process or two per task: not waited for)
         radar = self._radar_for(snapshot)
