@@ -158,3 +158,29 @@ def test_a_hook_event_that_changes_no_row_posts_nothing(
     finally:
         feed.stop()
         thread.join(timeout=DEADLINE)
+
+
+def test_a_quiet_board_still_reads_its_radar_again_when_it_is_stale(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing changes, so no read is posted; the radar is still recomputed every
+    `RADAR_EVERY` seconds (a target moved in a repository no watch covers)."""
+    monkeypatch.setattr(feed_module, "BACKSTOP_EVERY", 0.3)
+    monkeypatch.setattr(feed_module, "RADAR_EVERY", 0.5)
+    computed: list[float] = []
+    real = Recording.conflicts
+
+    def counting(self: Recording, *args: Any, **kwargs: Any) -> Any:
+        computed.append(time.monotonic())
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Recording, "conflicts", counting)
+    make_tasks(repo, ["a", "b", "c"])
+    _service, updates, feed, thread = start_feed(tick=0.2)
+    try:
+        wait(lambda: git_of(updates, "c") == "0", "the first full read")
+        seen = wait(lambda: len(computed), "the first radar")
+        wait(lambda: len(computed) >= seen + 3, "the stale radar read again, three times")
+    finally:
+        feed.stop()
+        thread.join(timeout=DEADLINE)

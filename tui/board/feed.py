@@ -598,6 +598,7 @@ class Feed:
                 and base is self._snapshot
                 and self._plan.key
                 and other == self._other
+                and time.monotonic() - self._radar_at <= RADAR_EVERY  # (a stale radar is read)
                 and all(_same(view, before.get(task_id)) for task_id, view in fresh.items())
             ):
                 return  # no row changed (a busy agent's tool calls): nothing to post or paint
