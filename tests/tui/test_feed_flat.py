@@ -76,6 +76,21 @@ def start_feed(**options: Any) -> tuple[Recording, list[Update], Feed, threading
     return service, updates, feed, thread
 
 
+def armed_feed(
+    repo: Path, names: list[str]
+) -> tuple[dict[str, str], Path, Recording, list[Update], Feed, threading.Thread]:
+    """Tasks `names`, the events dir (as the first agent's launch leaves it), and a feed whose
+    first full read is done and whose watch is armed."""
+    ids = make_tasks(repo, names)
+    events = Path(Recording.state_root()) / "events"
+    events.mkdir(exist_ok=True)
+    service, updates, feed, thread = start_feed()
+    wait(lambda: git_of(updates, names[-1]) == "0", "the first full read")
+    wait(lambda: service.asked or service.full >= 1, "the watch set up")
+    time.sleep(2)  # the watch armed, its first look done
+    return ids, events, service, updates, feed, thread
+
+
 def make_tasks(repo: Path, names: list[str]) -> dict[str, str]:
     ids = {}
     for name in names:
@@ -89,14 +104,8 @@ def test_a_hook_event_reads_its_own_task_and_a_write_its_own_worktree(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(feed_module, "BACKSTOP_EVERY", 3600.0)  # only the events read here
-    ids = make_tasks(repo, ["a", "b", "c", "d"])
-    events = Path(Recording.state_root()) / "events"
-    events.mkdir(exist_ok=True)  # as the first agent's launch leaves it
-    service, updates, feed, thread = start_feed()
+    ids, events, service, updates, feed, thread = armed_feed(repo, ["a", "b", "c", "d"])
     try:
-        wait(lambda: git_of(updates, "d") == "0", "the first full read")
-        wait(lambda: service.asked or service.full >= 1, "the watch set up")
-        time.sleep(2)  # the watch armed, its first look done
         full, asked, agents = service.full, len(service.asked), len(service.agents)
         with (events / f"{ids['b']}.log").open("a") as log:
             log.write("1\tStop\t\n")
@@ -138,14 +147,8 @@ def test_a_hook_event_that_changes_no_row_posts_nothing(
     is handed to the UI (at 200 rows, painting the board again was most of an event's cost).
     A write that changes a row is posted."""
     monkeypatch.setattr(feed_module, "BACKSTOP_EVERY", 3600.0)
-    ids = make_tasks(repo, ["a", "b", "c"])
-    events = Path(Recording.state_root()) / "events"
-    events.mkdir(exist_ok=True)
-    service, updates, feed, thread = start_feed()
+    ids, events, service, updates, feed, thread = armed_feed(repo, ["a", "b", "c"])
     try:
-        wait(lambda: git_of(updates, "c") == "0", "the first full read")
-        wait(lambda: service.asked or service.full >= 1, "the watch set up")
-        time.sleep(2)  # the watch armed, its first look done
         posted, agents = len(updates), len(service.agents)
         for n in range(3):
             with (events / f"{ids['b']}.log").open("a") as log:
