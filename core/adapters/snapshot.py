@@ -34,15 +34,15 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pygit2
-
-from laneboard.core.adapters import trees
 from laneboard.core.adapters.git import StatusFacts, git_env, run_git
 from laneboard.core.adapters.safefs import Below
 from laneboard.core.domain.errors import LaneboardError
 from laneboard.core.domain.values import field, value
+
+if TYPE_CHECKING:  # pygit2 is loaded by whoever hands in a repository: restore needs none
+    import pygit2
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "laneboard",
@@ -308,6 +308,8 @@ def _blob(repo: pygit2.Repository, data: bytes) -> pygit2.Oid:
     """`data` as a blob, written only when the repository lacks it: at every turn most changed
     files are the ones the last checkpoint saved already (libgit2 would hash them again with its
     slower collision-detecting SHA-1 and touch the object it has)."""
+    import pygit2
+
     oid = pygit2.Oid(hex=raw_sha((data,), len(data)))
     return oid if oid in repo.odb else repo.create_blob(data)
 
@@ -358,6 +360,8 @@ def capture(
 ) -> Capture:
     """The index tree and the raw worktree tree of `worktree` as `status` (taken just before)
     describes it. `tracked_files` are the index's regular files, for the conversion check."""
+    from laneboard.core.adapters import trees
+
     changed = set(status.unstaged) - set(status.submodules)
     unchanged = [path for path in tracked_files if path not in changed]
     others = [*changed, *status.untracked]
@@ -380,6 +384,8 @@ def _index_tree(repo: pygit2.Repository, worktree: Path, gitdir: Path, status: S
     conflicted (what `status` just saw), that is HEAD's tree, read in this process: the index
     then differs from HEAD only in entries `write-tree` leaves out (intent-to-add). Otherwise
     `write-tree` runs on a copy of the index (never the index itself)."""
+    import pygit2
+
     if status.head is not None and not status.staged and not status.conflicted:
         head = repo.get(status.head)
         if isinstance(head, pygit2.Commit):
@@ -435,6 +441,8 @@ def save(
 
 
 def _signature() -> pygit2.Signature:
+    import pygit2
+
     return pygit2.Signature(IDENTITY["GIT_AUTHOR_NAME"], IDENTITY["GIT_AUTHOR_EMAIL"])
 
 
@@ -532,8 +540,27 @@ def remove_saved(directory: Path, saved: Iterable[tuple[str, StatKey | None]]) -
     return True
 
 
+def find(root: Path, ref: str, sha: str) -> Snapshot | None:
+    """The snapshot at `ref` when the ref points at the recorded `sha` and its commit has a
+    snapshot's shape; None otherwise (`read` says which). One git process: the ref, both trees
+    and the parents in one `rev-parse`."""
+    asked = [f"{ref}^{{commit}}", f"{sha}^{{tree}}", f"{sha}^2^{{tree}}", f"{sha}^@"]
+    found = run_git(["rev-parse", *asked], cwd=root, check=False)  # no option: all are revisions
+    lines = found.stdout.decode().split()
+    if found.returncode != 0 or len(lines) < 5 or lines[0] != sha:
+        return None
+    tree, index_tree, parents = lines[1], lines[2], lines[3:]
+    extras = tuple(parents[3:])
+    tip = parents[2] if len(parents) > 2 else parents[0]
+    return Snapshot(ref, sha, parents[0], parents[1], tip, tree, index_tree, extras)
+
+
 def read(root: Path, ref: str, sha: str) -> Snapshot:
-    """The snapshot at `ref`, refusing if the ref no longer points at the recorded `sha`."""
+    """The snapshot at `ref`, refusing if the ref no longer points at the recorded `sha`. Read
+    step by step (and said exactly) when `find`'s one process could not read it."""
+    saved = find(root, ref, sha)
+    if saved is not None:
+        return saved
     found = run_git(["rev-parse", "--verify", "-q", f"{ref}^{{commit}}"], cwd=root, check=False)
     current = found.stdout.decode().strip()
     if current != sha:

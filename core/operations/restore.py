@@ -65,17 +65,14 @@ def restore(
     new_name = check_task_name(as_name) if as_name else old.name
     refuse_live_name(ledger, ctx, new_name)
     _, ref, sha = ledger.snapshots(old.id)[-1]
-    if ctx.git.ref_target(ref) != sha:  # the repository lost it: the vault has its own copy
+    saved = snapshot.find(ctx.root, ref, sha)
+    if saved is None:  # the repository lost it: the vault has its own copy
         vault.bring_back(vault.path(state_dir(), ctx.repo.id), ctx.common_dir, sha, ref)
-    saved = snapshot.read(ctx.root, ref, sha)
+        saved = snapshot.read(ctx.root, ref, sha)
     branch = old.branch
     if as_name is not None or namespace_of(old.branch, old.name) is None:
         branch = branch_for(ctx.settings.branch_prefix, new_name)
-    if ctx.git.branch_tip(branch) is not None:
-        hint = "" if as_name else f" (restore {name} --as NEW_NAME uses a new branch)"
-        raise LaneboardError(
-            f"branch {branch} exists; restore creates it anew and never reuses a branch{hint}"
-        )
+    hint = "" if as_name else f" (restore {name} --as NEW_NAME uses a new branch)"
     extra = {
         "restore_from": old.id,
         "snapshot_ref": ref,
@@ -93,6 +90,8 @@ def restore(
         saved.tip or saved.head,
         extra,
         actor,
+        branch_taken=f"branch {branch} exists; restore creates it anew and never reuses a "
+        f"branch{hint}",
     )
     ledger.append_event(old.id, ctx.repo.id, "task.restored_as", actor, {"task_id": task.id})
     return task

@@ -71,12 +71,15 @@ def create(
     start_sha: str,
     extra: dict[str, Any],
     actor: Actor,
+    *,
+    branch_taken: str | None = None,
 ) -> Task:
     """Record the intent, then create `branch` at `start_sha` and its worktree, then `finish`.
 
     `base_sha` is the task's base (what review compares against); `start_sha` is where the new
     branch starts (the same for a new task; the saved tip for a restored one). `extra` goes into
-    the intent event (a restore names its snapshot there).
+    the intent event (a restore names its snapshot there). `branch_taken` is the refusal when
+    `branch` exists already (the caller's words for it).
     """
 
     area = ctx.area
@@ -87,7 +90,8 @@ def create(
     check_area(area)
     if ctx.git.branch_tip(branch) is not None:
         raise LaneboardError(
-            f"branch {branch} already exists; laneboard only works on branches it creates"
+            branch_taken
+            or f"branch {branch} already exists; laneboard only works on branches it creates"
         )
     if os.path.lexists(path):
         raise LaneboardError(f"{path} already exists; laneboard never reuses a directory")
