@@ -322,7 +322,7 @@ def new_and_restore(base: Path, env: dict[str, str], args: argparse.Namespace) -
         ["git", "rev-parse", "HEAD"], cwd=repo, env=env, capture_output=True, text=True, check=True
     ).stdout.strip()
     laneboard(env, repo, "new", "warm", "--no-start")
-    cpu: dict[str, list[float]] = {k: [] for k in ("new", "add -b", "restore", "add")}
+    cpu: dict[str, list[float]] = {k: [] for k in ("new", "add -b", "restore", "add", "python")}
     wall: dict[str, list[float]] = {k: [] for k in cpu}
     laneboard(env, repo, "new", "gone", "--no-start")
     (repo / ".worktrees" / "gone" / "notes.txt").write_text("kept in the snapshot\n")
@@ -334,6 +334,7 @@ def new_and_restore(base: Path, env: dict[str, str], args: argparse.Namespace) -
                        sha],
             "restore": [*LANEBOARD, "restore", "gone", "--as", f"g{n}"],
             "add": ["git", "worktree", "add", "-q", "--detach", str(floor_dir / f"d{n}"), sha],
+            "python": [sys.executable, "-c", "pass"],
         }  # fmt: skip
         for name, argv in steps.items():
             c, w, _ = run(argv, repo, env)
@@ -348,6 +349,11 @@ def new_and_restore(base: Path, env: dict[str, str], args: argparse.Namespace) -
             f"({mc / fc:4.1f}x, +{(mc - fc) * 1000:.0f} ms); wall {mw * 1000:5.0f} ms vs "
             f"{fw * 1000:4.0f} ms ({mw / fw:4.1f}x, +{(mw - fw) * 1000:.0f} ms)"
         )
+    py = med["python"][0]
+    print(
+        f"  python -c pass CPU {py * 1000:.0f} ms: the floor of any Python command, "
+        f"{py / med['add'][0]:.1f}x git worktree add alone"
+    )
 
 
 def main() -> None:
