@@ -84,9 +84,11 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     yield home
 
 
-def git(cwd: Path, *args: str, check: bool = True) -> str:
+def git(cwd: Path, *args: str, check: bool = True, input: str | None = None) -> str:
     """Run git in `cwd` (tests only; the isolated environment applies) and return its stdout."""
-    result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, check=False, input=input
+    )
     if check and result.returncode != 0:
         raise AssertionError(f"git {' '.join(args)} failed: {result.stderr.strip()}")
     return result.stdout.strip()

@@ -53,6 +53,9 @@ def git_env(*, read: bool, extra: dict[str, str] | None = None) -> dict[str, str
         LC_ALL="C",
         LANGUAGE="C",
         GIT_EDITOR=":",
+        # The objects laneboard names are the objects it reads: a `refs/replace/` entry (which
+        # anyone who can write a ref can make) never stands in for a snapshot, a tip or a tree.
+        GIT_NO_REPLACE_OBJECTS="1",
     )
     if read:
         env["GIT_OPTIONAL_LOCKS"] = "0"

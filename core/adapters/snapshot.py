@@ -540,40 +540,53 @@ def remove_saved(directory: Path, saved: Iterable[tuple[str, StatKey | None]]) -
     return True
 
 
+def _stored(root: Path, ref: str) -> tuple[str, str] | None:
+    """The object the exact ref `ref` names and, for a symbolic ref, what it links to; None
+    when there is no such ref (git's short-name lookup is never used)."""
+    listed = run_git(
+        ["for-each-ref", "--format=%(refname)%00%(objectname)%00%(symref)", ref], cwd=root
+    )
+    for line in listed.stdout.decode(errors="surrogateescape").splitlines():
+        name, target, link = line.split("\0")
+        if name == ref:
+            return target, link
+    return None
+
+
 def find(root: Path, ref: str, sha: str) -> Snapshot | None:
-    """The snapshot at `ref` when the ref points at the recorded `sha` and its commit has a
-    snapshot's shape; None otherwise (`read` says which). One git process: the ref, both trees
-    and the parents in one `rev-parse`."""
-    asked = [f"{ref}^{{commit}}", f"{sha}^{{tree}}", f"{sha}^2^{{tree}}", f"{sha}^@"]
-    found = run_git(["rev-parse", *asked], cwd=root, check=False)  # no option: all are revisions
-    lines = found.stdout.decode().split()
-    if found.returncode != 0 or len(lines) < 5 or lines[0] != sha:
+    """The snapshot at `ref` when that exact ref (no short-name lookup, not symbolic, not a
+    tag) points at the recorded `sha` and its commit has a snapshot's shape; None otherwise
+    (`read` says which). Two git processes: the ref as it is stored, then both trees and the
+    parents of `sha` in one `rev-parse`."""
+    if _stored(root, ref) != (sha, ""):
         return None
-    tree, index_tree, parents = lines[1], lines[2], lines[3:]
+    asked = [f"{sha}^{{tree}}", f"{sha}^2^{{tree}}", f"{sha}^@", "--"]  # `--`: no path
+    found = run_git(["rev-parse", *asked], cwd=root, check=False)
+    lines = [line for line in found.stdout.decode().split() if line != "--"]
+    if found.returncode != 0 or len(lines) < 4:
+        return None
+    tree, index_tree, parents = lines[0], lines[1], lines[2:]
     extras = tuple(parents[3:])
     tip = parents[2] if len(parents) > 2 else parents[0]
     return Snapshot(ref, sha, parents[0], parents[1], tip, tree, index_tree, extras)
 
 
 def read(root: Path, ref: str, sha: str) -> Snapshot:
-    """The snapshot at `ref`, refusing if the ref no longer points at the recorded `sha`. Read
-    step by step (and said exactly) when `find`'s one process could not read it."""
+    """The snapshot at `ref`, refusing, and saying why, unless `find` reads it."""
     saved = find(root, ref, sha)
     if saved is not None:
         return saved
-    found = run_git(["rev-parse", "--verify", "-q", f"{ref}^{{commit}}"], cwd=root, check=False)
-    current = found.stdout.decode().strip()
-    if current != sha:
-        raise LaneboardError(f"snapshot {ref} is {current or 'missing'}, expected {sha}")
-    parents = run_git(["rev-list", "--parents", "-n", "1", sha], cwd=root).stdout.split()[1:]
-    if len(parents) < 2:
-        raise LaneboardError(f"{ref} is not a laneboard snapshot ({len(parents)} parents)")
-    head, index_commit = parents[0].decode(), parents[1].decode()
-    tip = parents[2].decode() if len(parents) > 2 else head
-    tree = _git(root, "rev-parse", f"{sha}^{{tree}}")
-    index_tree = _git(root, "rev-parse", f"{index_commit}^{{tree}}")
-    extras = tuple(p.decode() for p in parents[3:])
-    return Snapshot(ref, sha, head, index_commit, tip, tree, index_tree, extras)
+    stored = _stored(root, ref)
+    if stored is None:
+        raise LaneboardError(f"snapshot {ref} is missing, expected {sha}")
+    target, link = stored
+    if link:
+        raise LaneboardError(f"snapshot {ref} is a symbolic ref to {link}, expected {sha}")
+    if target != sha:
+        raise LaneboardError(f"snapshot {ref} is {target}, expected {sha}")
+    listed = run_git(["rev-list", "--parents", "-n", "1", sha, "--"], cwd=root, check=False)
+    parents = listed.stdout.split()[1:]
+    raise LaneboardError(f"{ref} is not a laneboard snapshot ({len(parents)} parents)")
 
 
 # --- restore ------------------------------------------------------------------------------

@@ -91,14 +91,20 @@ def keep(vault: Path, source: Path, sha: str, ref: str) -> None:
 
 def bring_back(vault: Path, dest: Path, sha: str, ref: str) -> None:
     """Copy `sha` from the vault into the repository whose git dir is `dest`, and point its
-    `ref` at it (a ref the repository lost: a deleted snapshot or anchor)."""
-    fetch = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc"]
-    argv = ["git", "--git-dir", str(dest), "-c", "core.hooksPath=/dev/null", *fetch]
-    argv += [f"--upload-pack={UPLOAD}", str(vault), f"+{sha}:{ref}"]
+    `ref` at it (a ref the repository lost: a deleted snapshot or anchor). A symbolic ref
+    standing at `ref` is removed first (only the link: what it names is left as it is), since
+    a fetch writes through it: into `main`, or into a branch it would create."""
+    git = ["git", "--git-dir", str(dest), "-c", "core.hooksPath=/dev/null"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    done = subprocess.run(
-        argv, capture_output=True, env={**env, "GIT_TERMINAL_PROMPT": "0"}, check=False
-    )
+    env["GIT_TERMINAL_PROMPT"] = "0"
+
+    def run(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([*git, *args], capture_output=True, env=env, check=False)
+
+    if run("symbolic-ref", "-q", ref).returncode == 0:
+        run("update-ref", "--no-deref", "-d", ref)
+    fetch = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc"]
+    done = run(*fetch, f"--upload-pack={UPLOAD}", str(vault), f"+{sha}:{ref}")
     if done.returncode != 0:
         said = done.stderr.decode(errors="replace").strip().splitlines()
         raise LaneboardError(f"{ref} could not be brought back from the vault: {said[-1:]}")

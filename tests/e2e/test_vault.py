@@ -43,6 +43,77 @@ def test_restore_reads_from_the_vault_after_the_repository_lost_the_snapshot_and
     assert (worktree / "notes.txt").read_text() == "untracked\n"
 
 
+DAMAGE = {
+    # the snapshot ref made a link to the checked-out branch: a fetch through it moved `main`
+    "symbolic to main": lambda repo, ref, sha: git(repo, "symbolic-ref", ref, "refs/heads/main"),
+    # a link to nothing: a fetch through it made the branch the restore then refused to reuse
+    "symbolic to the task's branch": lambda repo, ref, sha: git(
+        repo, "symbolic-ref", ref, "refs/heads/lb/t/work"
+    ),
+    "symbolic to a new branch": lambda repo, ref, sha: git(
+        repo, "symbolic-ref", ref, "refs/heads/ghost"
+    ),
+    # an annotated tag that peels to the snapshot is not the ref doctor checks
+    "a tag of it": lambda repo, ref, sha: git(
+        repo, "update-ref", ref, git(repo, "mktag", input=_tag(sha))
+    ),
+    # gone, with a branch that git's short-name lookup would take for it
+    "gone, a look-alike under refs/heads": lambda repo, ref, sha: (
+        git(repo, "update-ref", "-d", ref),
+        git(repo, "update-ref", f"refs/heads/{ref}", sha),
+    ),
+}
+
+
+def _tag(sha: str) -> str:
+    return f"object {sha}\ntype commit\ntag x\ntagger t <t@t> 0 +0000\n\nx\n"
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_restore_puts_back_the_exact_snapshot_ref_and_writes_nothing_through_it(
+    repo: Path, cli, damage: str
+) -> None:  # type: ignore[no-untyped-def]
+    """Check (`snapshot.find`, `vault.bring_back`): restore trusts only the exact ref, stored
+    as it was written (no link, no tag, no short-name lookup). Anything else is put back from
+    the vault, through no link: no branch moves or appears, and doctor finds nothing after."""
+    _task, ref = _discarded_with_work(repo, cli)
+    sha = git(repo, "rev-parse", ref)
+    branches = git(repo, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads")
+    DAMAGE[damage](repo, ref, sha)
+    after_damage = git(repo, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads")
+
+    restored = cli("restore", "t", "--as", "u")
+
+    assert restored.code == 0, restored.err
+    worktree = repo / ".worktrees" / "u"
+    assert (worktree / "work.txt").read_text() == "committed\n"
+    assert (worktree / "notes.txt").read_text() == "untracked\n"
+    now = git(repo, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads")
+    made = {line for line in now.splitlines() if line.startswith("refs/heads/lb/u/")}
+    assert set(now.splitlines()) - made == set(after_damage.splitlines())
+    assert "refs/heads/main" in branches and git(repo, "rev-parse", "main") in branches
+    assert git(repo, "for-each-ref", "--format=%(objecttype)|%(symref)|", ref) == "commit||"
+    assert git(repo, "rev-parse", ref) == sha
+    kept = [f for f in json.loads(cli("doctor", "--json").out)["findings"] if "kept" in f["kind"]]
+    assert kept == []
+
+
+def test_restore_applies_the_recorded_snapshot_whatever_refs_replace_say(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    """Check (`git_env` GIT_NO_REPLACE_OBJECTS): a `refs/replace/` entry for the snapshot's
+    tree never stands in for it: the files restored are the ones the snapshot saved."""
+    _task, ref = _discarded_with_work(repo, cli)
+    tree = git(repo, "rev-parse", f"{ref}^{{tree}}")
+    blob = git(repo, "hash-object", "-w", "--stdin", input="planted\n")
+    listing = git(repo, "ls-tree", tree).replace(git(repo, "rev-parse", f"{ref}:notes.txt"), blob)
+    git(repo, "replace", tree, git(repo, "mktree", input=listing + "\n"))
+    assert git(repo, "show", f"{ref}:notes.txt") == "planted"
+
+    restored = cli("restore", "t", "--as", "u")
+
+    assert restored.code == 0, restored.err
+    assert (repo / ".worktrees" / "u" / "notes.txt").read_text() == "untracked\n"
+
+
 def test_doctor_puts_a_lost_snapshot_ref_back_from_the_vault(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
     _task, ref = _discarded_with_work(repo, cli)
     sha = git(repo, "rev-parse", ref)
