@@ -102,7 +102,10 @@ def bring_back(vault: Path, dest: Path, sha: str, ref: str) -> None:
         return subprocess.run([*git, *args], capture_output=True, env=env, check=False)
 
     if run("symbolic-ref", "-q", ref).returncode == 0:
-        run("update-ref", "--no-deref", "-d", ref)
+        unlinked = run("update-ref", "--no-deref", "-d", ref)
+        if unlinked.returncode != 0:  # a fetch now would write through the link
+            said = unlinked.stderr.decode(errors="replace").strip().splitlines()
+            raise LaneboardError(f"{ref} is a symbolic ref that could not be removed: {said[-1:]}")
     fetch = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc"]
     done = run(*fetch, f"--upload-pack={UPLOAD}", str(vault), f"+{sha}:{ref}")
     if done.returncode != 0:

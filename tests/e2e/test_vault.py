@@ -98,6 +98,25 @@ def test_restore_puts_back_the_exact_snapshot_ref_and_writes_nothing_through_it(
     assert kept == []
 
 
+def test_a_symbolic_snapshot_ref_that_cannot_be_removed_is_never_written_through(
+    repo: Path, cli
+) -> None:  # type: ignore[no-untyped-def]
+    """Check (`vault.bring_back`, the removal's outcome): the link to `main` cannot be removed
+    (its lock is held), so nothing is fetched through it: restore refuses, `main` stays."""
+    _task, ref = _discarded_with_work(repo, cli)
+    main = git(repo, "rev-parse", "main")
+    git(repo, "symbolic-ref", ref, "refs/heads/main")
+    (repo / ".git" / f"{ref}.lock").write_text("")
+
+    refused = cli("restore", "t", "--as", "u")
+
+    assert refused.code == 1
+    assert f"{ref} is a symbolic ref that could not be removed" in refused.err
+    assert git(repo, "rev-parse", "main") == main
+    assert git(repo, "symbolic-ref", ref) == "refs/heads/main"
+    assert not (repo / ".worktrees" / "u").exists()
+
+
 def test_restore_applies_the_recorded_snapshot_whatever_refs_replace_say(repo: Path, cli) -> None:  # type: ignore[no-untyped-def]
     """Check (`git_env` GIT_NO_REPLACE_OBJECTS): a `refs/replace/` entry for the snapshot's
     tree never stands in for it: the files restored are the ones the snapshot saved."""
